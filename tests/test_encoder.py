@@ -1,0 +1,203 @@
+"""The encoder on the current backend: config, serialization, padding, jit,
+dtype policies, training, and clear errors for invalid configs."""
+
+import keras
+import numpy as np
+import pytest
+
+import kerasbert
+from helpers import TINY, assert_outputs_close, encoder_inputs, run, tiny_encoder
+
+# One tiny config per family: the families differ only in these values.
+FAMILIES = {
+    "bert": {},
+    "albert": dict(embedding_dim=8, num_layers=4, num_layer_groups=2, activation="gelu_approximate"),
+    "albert_inner": dict(embedding_dim=8, num_layers=3, num_layer_groups=2, num_inner_layers=2),
+    "roberta": dict(num_segments=1, position_offset=2, layer_norm_epsilon=1e-5, pooler=False),
+    "electra": dict(embedding_dim=6, pooler=False),
+}
+
+
+@pytest.fixture(params=sorted(FAMILIES))
+def family_encoder(request):
+    return tiny_encoder(**FAMILIES[request.param])
+
+
+def test_outputs_have_documented_shapes(family_encoder):
+    inputs = encoder_inputs(family_encoder, lengths=(7, 3))
+    outputs = run(family_encoder, inputs)
+    assert outputs["sequence_output"].shape == (2, 7, TINY["hidden_dim"])
+    assert outputs["pooled_output"].shape == (2, TINY["hidden_dim"])
+    if not family_encoder.pooler:
+        np.testing.assert_allclose(
+            outputs["pooled_output"], outputs["sequence_output"][:, 0], atol=1e-6
+        )
+
+
+def test_get_config_is_the_constructor(family_encoder):
+    config = family_encoder.get_config()
+    rebuilt = kerasbert.Encoder.from_config(config)
+    assert rebuilt.get_config() == config
+    rebuilt.set_weights(family_encoder.get_weights())
+    inputs = encoder_inputs(family_encoder)
+    assert_outputs_close(run(rebuilt, inputs), run(family_encoder, inputs), atol=1e-6)
+
+
+def test_keras_file_round_trip(family_encoder, tmp_path):
+    path = str(tmp_path / "encoder.keras")
+    family_encoder.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert isinstance(loaded, kerasbert.Encoder)
+    inputs = encoder_inputs(family_encoder)
+    assert_outputs_close(run(loaded, inputs), run(family_encoder, inputs), atol=1e-6)
+
+
+def test_preset_directory_round_trip(family_encoder, tmp_path):
+    family_encoder.save_to_preset(tmp_path / "preset", description="a test")
+    assert sorted(p.name for p in (tmp_path / "preset").iterdir()) == [
+        "encoder.safetensors",
+        "preset.json",
+    ]
+    loaded = kerasbert.from_preset(tmp_path / "preset")
+    assert loaded.get_config() == family_encoder.get_config() | {"name": loaded.name}
+    inputs = encoder_inputs(family_encoder)
+    assert_outputs_close(run(loaded, inputs), run(family_encoder, inputs), atol=1e-6)
+    spec = kerasbert.presets.read_json(tmp_path / "preset" / "preset.json")
+    assert spec["metadata"]["description"] == "a test"
+    assert spec["metadata"]["parameter_count"] == family_encoder.count_params()
+
+
+def test_padding_never_changes_real_positions(family_encoder):
+    inputs = encoder_inputs(family_encoder, lengths=(8, 5), seq=8)
+    padded = encoder_inputs(family_encoder, lengths=(8, 5), seq=8)
+    # Same rows with 7 extra padded positions.
+    for key, value in inputs.items():
+        padded[key] = np.pad(value, ((0, 0), (0, 7)))
+    short, long = run(family_encoder, inputs), run(family_encoder, padded)
+    for row, length in enumerate((8, 5)):
+        np.testing.assert_allclose(
+            long["sequence_output"][row, :length],
+            short["sequence_output"][row, :length],
+            atol=1e-5,
+        )
+    np.testing.assert_allclose(long["pooled_output"], short["pooled_output"], atol=1e-5)
+
+
+def test_padded_tokens_are_not_attended():
+    encoder = tiny_encoder()
+    inputs = encoder_inputs(encoder, lengths=(5,), seq=9)
+    changed = {k: v.copy() for k, v in inputs.items()}
+    changed["token_ids"][:, 5:] = 7  # garbage under the padding
+    a, b = run(encoder, inputs), run(encoder, changed)
+    np.testing.assert_allclose(a["sequence_output"][:, :5], b["sequence_output"][:, :5], atol=1e-6)
+
+
+def test_cross_layer_sharing_reuses_blocks():
+    shared = tiny_encoder(num_layers=6, num_layer_groups=2)
+    unshared = tiny_encoder(num_layers=6)
+    assert len(shared.transformer_blocks) == 2
+    assert len(unshared.transformer_blocks) == 6
+    per_block = unshared.transformer_blocks[0].count_params()
+    assert unshared.count_params() - shared.count_params() == 4 * per_block
+    # The shared encoder really applies 6 layers: not the same as 2.
+    two_layers = tiny_encoder(num_layers=2, num_layer_groups=2)
+    two_layers.set_weights(shared.get_weights())
+    inputs = encoder_inputs(shared)
+    assert not np.allclose(
+        run(shared, inputs)["sequence_output"], run(two_layers, inputs)["sequence_output"], atol=1e-3
+    )
+
+
+def test_jit_compiled_predict_matches_eager(family_encoder):
+    inputs = encoder_inputs(family_encoder, lengths=(6, 4, 2, 6), seq=6)
+    eager = run(family_encoder, inputs)
+    family_encoder.compile(jit_compile=True)
+    compiled = family_encoder.predict(inputs, batch_size=4, verbose=0)
+    assert_outputs_close(
+        {k: np.asarray(v) for k, v in compiled.items()}, eager, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision(policy):
+    reference = tiny_encoder()
+    mixed = tiny_encoder(dtype=policy)
+    mixed.set_weights(reference.get_weights())
+    assert all(v.dtype == "float32" for v in mixed.weights)  # float32 master weights
+    inputs = encoder_inputs(reference)
+    outputs = mixed(inputs)
+    compute = policy.split("_")[1]
+    assert keras.backend.standardize_dtype(outputs["sequence_output"].dtype) == compute
+    # LayerNorm and softmax in float32 keep the result close to float32's.
+    tolerance = 0.1 if compute == "bfloat16" else 0.02
+    for key, value in run(reference, inputs).items():
+        got = keras.ops.convert_to_numpy(keras.ops.cast(outputs[key], "float32"))
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, value, atol=tolerance)
+
+
+def test_dtype_policy_survives_serialization():
+    encoder = tiny_encoder(dtype="mixed_bfloat16")
+    rebuilt = kerasbert.Encoder.from_config(encoder.get_config())
+    assert rebuilt.dtype_policy.name == "mixed_bfloat16"
+    assert rebuilt.transformer_blocks[0].attention.qkv.compute_dtype == "bfloat16"
+
+
+def test_one_jit_training_step_changes_every_weight():
+    # Dropout everywhere (including attention probabilities) under XLA.
+    encoder = tiny_encoder(dropout=0.1, embedding_dim=8, num_layer_groups=1)
+    inputs = {k: keras.Input((None,), dtype="int32", name=k) for k in encoder.input}
+    logits = keras.layers.Dense(2)(encoder(inputs)["pooled_output"])
+    model = keras.Model(inputs, logits)
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=True,
+    )
+    data = encoder_inputs(encoder, lengths=(9, 6, 1, 4), seed=3)
+    before = [np.array(w) for w in encoder.get_weights()]
+    history = model.fit(data, np.array([0, 1, 1, 0]), epochs=2, batch_size=4, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    after = encoder.get_weights()
+    unchanged = [v.path for v, a, b in zip(encoder.weights, before, after) if np.array_equal(a, b)]
+    assert not unchanged
+
+
+def test_dropout_is_active_only_in_training():
+    encoder = tiny_encoder(dropout=0.3)
+    inputs = encoder_inputs(encoder)
+    a = keras.ops.convert_to_numpy(encoder(inputs, training=True)["sequence_output"])
+    b = keras.ops.convert_to_numpy(encoder(inputs, training=True)["sequence_output"])
+    assert not np.allclose(a, b)
+    assert_outputs_close(run(encoder, inputs), run(encoder, inputs), atol=0)
+
+
+@pytest.mark.parametrize(
+    "overrides, error, words",
+    [
+        (dict(hidden_dim=10, num_heads=3), ValueError, ["hidden_dim=10", "num_heads=3"]),
+        (dict(num_layer_groups=4, num_layers=3), ValueError, ["num_layer_groups=4", "num_layers=3"]),
+        (dict(activation="gelu_new"), ValueError, ["activation='gelu_new'", "gelu_approximate"]),
+        (dict(num_layers=0), ValueError, ["num_layers", ">= 1"]),
+        (dict(num_layers=2.0), TypeError, ["num_layers", "integer"]),
+        (dict(vocabulary_size=True), TypeError, ["vocabulary_size"]),
+        (dict(dropout=1.5), ValueError, ["dropout", "[0, 1)"]),
+        (dict(embedding_dim=-1), ValueError, ["embedding_dim"]),
+        (dict(layer_norm_epsilon=0), ValueError, ["layer_norm_epsilon"]),
+        (dict(pooler="yes"), TypeError, ["pooler"]),
+        (dict(num_segments=-1), ValueError, ["num_segments"]),
+    ],
+)
+def test_invalid_configs_name_the_argument(overrides, error, words):
+    with pytest.raises(error) as info:
+        tiny_encoder(**overrides)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_no_segment_input_without_segments():
+    encoder = tiny_encoder(num_segments=0)
+    assert sorted(encoder.input) == ["padding_mask", "token_ids"]
+    inputs = encoder_inputs(encoder)
+    assert "segment_ids" not in inputs
+    assert run(encoder, inputs)["sequence_output"].shape[0] == 3

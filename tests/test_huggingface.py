@@ -1,0 +1,218 @@
+"""Exact parity with transformers for every family, both directions.
+
+Each reference is a randomly initialised transformers model of a small,
+non-default configuration, every tensor randomised, saved to a directory
+and loaded with `kerasbert.from_preset`.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import safetensors.numpy
+import torch
+import transformers
+
+import kerasbert
+from helpers import (
+    assert_outputs_close,
+    encoder_inputs,
+    hf_outputs,
+    make_hf_checkpoint,
+    randomize_torch_model,
+    run,
+)
+from kerasbert.convert.huggingface import _normalise_names
+
+COMMON = dict(
+    vocab_size=97,
+    hidden_size=48,
+    num_hidden_layers=3,
+    num_attention_heads=3,
+    intermediate_size=37,
+    max_position_embeddings=40,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
+CONFIGS = {
+    "bert": ("bert", dict(COMMON, type_vocab_size=3, layer_norm_eps=1e-7)),
+    "bert_gelu_tanh": ("bert", dict(COMMON, hidden_act="gelu_new", num_attention_heads=4)),
+    "albert_2_groups": (
+        "albert",
+        dict(COMMON, num_hidden_layers=4, num_hidden_groups=2, embedding_size=24,
+             hidden_act="gelu_new", classifier_dropout_prob=0.0),
+    ),
+    "albert_uneven_groups": (
+        "albert",
+        dict(COMMON, num_hidden_layers=5, num_hidden_groups=2, inner_group_num=2,
+             embedding_size=48, hidden_act="gelu"),
+    ),
+    "roberta": (
+        "roberta",
+        dict(COMMON, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
+             max_position_embeddings=42),
+    ),
+    "roberta_pad_3": (
+        "roberta",
+        dict(COMMON, type_vocab_size=2, layer_norm_eps=1e-5, pad_token_id=3,
+             max_position_embeddings=44, hidden_act="relu"),
+    ),
+    "electra": ("electra", dict(COMMON, embedding_size=24)),
+    "electra_same_width": ("electra", dict(COMMON, embedding_size=48, layer_norm_eps=1e-6)),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def checkpoint(request, tmp_path_factory):
+    model_type, config = CONFIGS[request.param]
+    directory = str(tmp_path_factory.mktemp(request.param))
+    model = make_hf_checkpoint(directory, model_type, seed=len(request.param), **config)
+    return model_type, config, model, directory
+
+
+def _inputs(encoder, config, lengths=(13, 7, 1, 30), seed=1):
+    return encoder_inputs(encoder, lengths=lengths, seed=seed, pad_id=config.get("pad_token_id", 0))
+
+
+def test_outputs_match_transformers(checkpoint):
+    model_type, config, model, directory = checkpoint
+    encoder = kerasbert.from_preset(directory)
+    for seed, lengths in [(1, (13, 7, 1, 30)), (2, (5, 5)), (3, (encoder.max_sequence_length,))]:
+        inputs = _inputs(encoder, config, lengths, seed)
+        expected = hf_outputs(model, inputs)  # every position, padding included
+        actual = run(encoder, inputs)
+        if "pooled_output" not in expected:  # ELECTRA has no pooler
+            assert not encoder.pooler
+            actual.pop("pooled_output")
+        assert_outputs_close(actual, expected, atol=1e-4)
+
+
+def test_configuration_is_mapped(checkpoint):
+    model_type, config, model, directory = checkpoint
+    encoder = kerasbert.from_preset(directory)
+    assert encoder.num_layers == config["num_hidden_layers"]
+    assert encoder.vocabulary_size == config["vocab_size"]
+    assert encoder.count_params() == sum(p.numel() for p in model.parameters())
+    if model_type == "roberta":
+        assert encoder.position_offset == config["pad_token_id"] + 1
+    if model_type == "albert":
+        assert len(encoder.transformer_blocks) == 2 * config.get("inner_group_num", 1)
+
+
+def test_round_trip_reproduces_the_tensors(checkpoint, tmp_path):
+    model_type, config, model, directory = checkpoint
+    encoder = kerasbert.from_preset(directory)
+    kerasbert.convert.to_huggingface(encoder, str(tmp_path), model_type=model_type)
+    original = _normalise_names(safetensors.numpy.load_file(os.path.join(directory, "model.safetensors")))
+    written = safetensors.numpy.load_file(str(tmp_path / "model.safetensors"))
+    assert sorted(written) == sorted(original)
+    for name in original:
+        np.testing.assert_array_equal(written[name], original[name], err_msg=name)
+    # ... and transformers loads it as the same model.
+    reloaded = transformers.AutoModel.from_pretrained(str(tmp_path)).eval()
+    inputs = _inputs(encoder, config)
+    assert_outputs_close(hf_outputs(reloaded, inputs), hf_outputs(model, inputs), atol=1e-6)
+
+
+def test_model_type_is_inferred_for_writing(checkpoint, tmp_path):
+    model_type, config, model, directory = checkpoint
+    encoder = kerasbert.from_preset(directory)
+    kerasbert.convert.to_huggingface(encoder, str(tmp_path))
+    reloaded = transformers.AutoModel.from_pretrained(str(tmp_path)).eval()
+    inputs = _inputs(encoder, config)
+    expected = hf_outputs(model, inputs)
+    got = hf_outputs(reloaded, inputs)
+    np.testing.assert_allclose(got["sequence_output"], expected["sequence_output"], atol=1e-5)
+
+
+def test_pytorch_binary_and_legacy_names(tmp_path):
+    """bert-base-uncased style: task prefix, LayerNorm gamma/beta, a
+    pytorch_model.bin read with weights_only=True."""
+    config = transformers.BertConfig(**COMMON)
+    model = randomize_torch_model(transformers.BertModel(config), seed=5)
+    state = {}
+    for name, tensor in model.state_dict().items():
+        name = "bert." + name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+        state[name] = tensor
+    state["cls.predictions.bias"] = torch.zeros(COMMON["vocab_size"])  # a head we ignore
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    config.save_pretrained(tmp_path)
+    encoder = kerasbert.from_preset(str(tmp_path))
+    inputs = encoder_inputs(encoder, lengths=(11, 4))
+    assert_outputs_close(run(encoder, inputs), hf_outputs(model, inputs), atol=1e-4)
+
+
+def test_pickled_code_is_never_run(tmp_path):
+    class Payload:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp_path / "pwned"),))
+
+    torch.save({"embeddings.word_embeddings.weight": Payload()}, tmp_path / "pytorch_model.bin")
+    transformers.BertConfig(**COMMON).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="weights-only"):
+        kerasbert.from_preset(str(tmp_path))
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_checkpoint_without_pooler_gets_none(tmp_path):
+    config = transformers.RobertaConfig(**dict(COMMON, max_position_embeddings=42))
+    model = randomize_torch_model(transformers.RobertaModel(config, add_pooling_layer=False))
+    model.save_pretrained(tmp_path)
+    encoder = kerasbert.from_preset(str(tmp_path))
+    assert encoder.pooler is False
+    inputs = encoder_inputs(encoder, lengths=(9, 3), pad_id=1)
+    np.testing.assert_allclose(
+        run(encoder, inputs)["sequence_output"], hf_outputs(model, inputs)["sequence_output"], atol=1e-4
+    )
+
+
+def test_sharded_safetensors(tmp_path):
+    config = transformers.BertConfig(**COMMON)
+    model = randomize_torch_model(transformers.BertModel(config), seed=7)
+    model.save_pretrained(tmp_path, max_shard_size="100KB")
+    assert (tmp_path / "model.safetensors.index.json").exists()
+    encoder = kerasbert.from_preset(str(tmp_path))
+    inputs = encoder_inputs(encoder, lengths=(6,))
+    assert_outputs_close(run(encoder, inputs), hf_outputs(model, inputs), atol=1e-4)
+
+
+def test_bfloat16_checkpoint(tmp_path):
+    config = transformers.BertConfig(**COMMON)
+    model = randomize_torch_model(transformers.BertModel(config), seed=8).to(torch.bfloat16)
+    model.save_pretrained(tmp_path)
+    encoder = kerasbert.from_preset(str(tmp_path))
+    reference = model.to(torch.float32)
+    inputs = encoder_inputs(encoder, lengths=(6,))
+    assert_outputs_close(run(encoder, inputs), hf_outputs(reference, inputs), atol=1e-4)
+
+
+@pytest.mark.parametrize("model_type, kwargs, words", [
+    ("bert", dict(position_offset=2), ["roberta"]),
+    ("electra", dict(), ["pooler"]),
+    ("roberta", dict(num_layer_groups=1), ["albert"]),
+])
+def test_unrepresentable_exports_are_refused(tmp_path, model_type, kwargs, words):
+    from helpers import tiny_encoder
+
+    encoder = tiny_encoder(**kwargs)
+    with pytest.raises(ValueError) as info:
+        kerasbert.convert.to_huggingface(encoder, str(tmp_path), model_type=model_type)
+    assert all(w in str(info.value) for w in words)
+    assert not (tmp_path / "config.json").exists()
+
+
+def test_unsupported_configs_are_named(tmp_path):
+    transformers.BertConfig(**COMMON, position_embedding_type="relative_key").save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="position_embedding_type='relative_key'"):
+        kerasbert.from_preset(str(tmp_path), load_weights=False)
+    (tmp_path / "config.json").write_text('{"model_type": "gpt2"}')
+    with pytest.raises(ValueError, match="model_type='gpt2'"):
+        kerasbert.from_preset(str(tmp_path))
+
+
+def test_mismatched_config_and_weights(tmp_path):
+    model = randomize_torch_model(transformers.BertModel(transformers.BertConfig(**COMMON)))
+    model.save_pretrained(tmp_path)
+    transformers.BertConfig(**dict(COMMON, intermediate_size=38)).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="does not match the weights"):
+        kerasbert.from_preset(str(tmp_path))

@@ -1,0 +1,199 @@
+"""The preset registry and every way `from_preset` resolves a reference."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import kerasbert
+from helpers import encoder_inputs, minilm_directory, run, tiny_encoder
+from kerasbert import presets
+from kerasbert.convert.huggingface import huggingface_config
+
+REQUIRED = [
+    "albert_base_en_v2", "albert_large_en_v2", "all_minilm_l6_v2",
+    "bert_base_en_cased", "bert_base_en_uncased", "bert_base_multi_cased",
+    "bert_large_en_uncased", "bert_medium_en_uncased", "bert_mini_en_uncased",
+    "bert_small_en_uncased", "bert_tiny_en_uncased",
+    "electra_base_discriminator_en", "electra_base_generator_en",
+    "electra_large_discriminator_en", "electra_small_discriminator_en",
+    "electra_small_generator_en", "roberta_base_en", "roberta_large_en",
+]
+
+
+def test_every_required_preset_is_listed():
+    assert set(REQUIRED) <= set(kerasbert.list_presets())
+    assert kerasbert.list_presets() == sorted(kerasbert.list_presets())
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_preset_files_are_complete_and_counted_by_transformers(name):
+    spec = kerasbert.get_preset(name)
+    assert spec["name"] == name
+    assert spec["family"] in ("bert", "albert", "roberta", "electra")
+    assert spec["weights"]["huggingface"].count("/") == 1
+    assert spec["tokenizer"]["type"] in ("wordpiece", "sentencepiece", "byte_pair")
+    for key in ("parameter_count", "license", "official_name"):
+        assert spec["metadata"][key]
+    assert spec["description"]
+    # The parameter count is transformers' own, for the Hugging Face model
+    # this architecture maps to (meta device: nothing allocated).
+    class View:
+        pass
+
+    view = View()
+    view.__dict__.update(spec["encoder"])
+    hf = huggingface_config(view)
+    assert hf["model_type"] == spec["family"] or spec["name"] == "all_minilm_l6_v2"
+    kwargs = {"add_pooling_layer": spec["encoder"]["pooler"]} if hf["model_type"] in ("bert", "roberta") else {}
+    with torch.device("meta"):
+        model = transformers.AutoModel.from_config(transformers.AutoConfig.for_model(**hf), **kwargs)
+    assert spec["metadata"]["parameter_count"] == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    "name", ["bert_tiny_en_uncased", "albert_base_en_v2", "electra_small_discriminator_en", "roberta_base_en"]
+)
+def test_architecture_without_weights(name):
+    encoder = kerasbert.from_preset(name, load_weights=False)
+    assert encoder.count_params() == kerasbert.get_preset(name)["metadata"]["parameter_count"]
+
+
+def test_builtin_preset_from_python_package_is_cached(monkeypatch):
+    home = presets.cache_root()
+    encoder = kerasbert.from_preset("all_minilm_l6_v2")
+    cached = os.path.join(home, "presets", "all_minilm_l6_v2")
+    assert sorted(os.listdir(cached)) == sorted(
+        ["encoder.safetensors", "preset.json", "vocab.txt", "tokenizer.json",
+         "tokenizer_config.json", "special_tokens_map.json"]
+    )
+    spec = json.load(open(os.path.join(cached, "preset.json")))
+    assert spec["metadata"]["license"] == "Apache-2.0"
+    assert not [n for n in os.listdir(os.path.dirname(cached)) if n.startswith(".tmp")]
+
+    # Converted once: the next load never looks at the source again.
+    def no_source(*args):
+        raise AssertionError("the source was read again")
+
+    monkeypatch.setattr(presets, "_fetch_builtin_source", no_source)
+    again = kerasbert.from_preset("all_minilm_l6_v2", dtype="bfloat16")
+    assert again.token_embedding.embeddings.dtype == "bfloat16"
+    inputs = encoder_inputs(encoder, lengths=(5, 3))
+    np.testing.assert_allclose(
+        run(again, inputs)["sequence_output"].astype("float32"),
+        run(encoder, inputs)["sequence_output"],
+        atol=0.1,
+    )
+
+
+def test_interrupted_conversion_leaves_no_cache(monkeypatch):
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("KERASBERT_HOME", os.path.join(presets.cache_root(), "crash"))
+    monkeypatch.setattr(presets, "_copy_tokenizer_files", crash)
+    with pytest.raises(KeyboardInterrupt):
+        kerasbert.from_preset("all_minilm_l6_v2")
+    parent = os.path.join(presets.cache_root(), "presets")
+    assert os.listdir(parent) == []  # neither the preset nor a temporary dir
+    monkeypatch.undo()
+
+
+def test_builtin_preset_offline_without_cache_explains_what_to_do():
+    with pytest.raises(kerasbert.PresetNotAvailableError) as info:
+        kerasbert.from_preset("bert_tiny_en_uncased")
+    message = str(info.value)
+    assert "bert_tiny_en_uncased" in message
+    assert "google/bert_uncased_L-2_H-128_A-2" in message
+    assert "from_preset('/path/to/" in message
+
+
+def test_hf_reference_offline_without_cache():
+    with pytest.raises(kerasbert.PresetNotAvailableError, match="org/missing-model"):
+        kerasbert.from_preset("hf://org/missing-model")
+
+
+def test_hf_reference_served_from_the_local_hub_cache(monkeypatch, tmp_path):
+    # Offline, huggingface_hub serves what its cache holds; simulate a filled
+    # cache by answering snapshot_download with a local checkpoint.
+    import huggingface_hub
+
+    calls = []
+
+    def snapshot_download(repo_id, revision=None, allow_patterns=None):
+        calls.append((repo_id, revision))
+        return minilm_directory()
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    encoder = kerasbert.from_preset("hf://sentence-transformers/all-MiniLM-L6-v2@main")
+    assert calls == [("sentence-transformers/all-MiniLM-L6-v2", "main")]
+    assert encoder.hidden_dim == 384
+
+
+@pytest.mark.parametrize("reference", ["hf://no-slash", "hf://a/b/c", "hf:///x"])
+def test_malformed_hf_reference(reference):
+    with pytest.raises(ValueError, match="hf://org/name"):
+        kerasbert.from_preset(reference)
+
+
+def test_unknown_preset_suggests_close_names():
+    with pytest.raises(ValueError) as info:
+        kerasbert.from_preset("bert_base_uncased")
+    assert "bert_base_en_uncased" in str(info.value)
+    assert "Did you mean" in str(info.value)
+
+
+def test_bad_references(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such directory"):
+        kerasbert.from_preset(str(tmp_path / "nowhere"))
+    with pytest.raises(TypeError, match="preset must be"):
+        kerasbert.from_preset(42)
+    with pytest.raises(ValueError, match="neither a kerasbert preset"):
+        kerasbert.from_preset(str(tmp_path))
+    with pytest.raises(TypeError, match="load_weights"):
+        kerasbert.from_preset("bert_tiny_en_uncased", load_weights="no")
+
+
+def test_corrupt_preset_files_get_clear_errors(tmp_path):
+    encoder = tiny_encoder()
+    directory = tmp_path / "p"
+    encoder.save_to_preset(directory)
+    weights = directory / "encoder.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])  # truncated
+    with pytest.raises(ValueError, match="truncated or corrupted"):
+        kerasbert.from_preset(directory)
+    (directory / "preset.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        kerasbert.from_preset(directory)
+    (directory / "preset.json").write_text(json.dumps({"encoder": {"num_layerz": 2}}))
+    with pytest.raises(ValueError, match="num_layerz"):
+        kerasbert.from_preset(directory)
+
+
+def test_preset_weights_must_match_architecture(tmp_path):
+    tiny_encoder().save_to_preset(tmp_path / "a")
+    tiny_encoder(num_layers=2).save_to_preset(tmp_path / "b")
+    os.replace(tmp_path / "b" / "encoder.safetensors", tmp_path / "a" / "encoder.safetensors")
+    with pytest.raises(ValueError, match="does not match the preset's architecture"):
+        kerasbert.from_preset(tmp_path / "a")
+
+
+def test_overwriting_a_preset_is_atomic(tmp_path, monkeypatch):
+    directory = tmp_path / "p"
+    first = tiny_encoder()
+    first.save_to_preset(directory)
+    before = {p.name: p.read_bytes() for p in directory.iterdir()}
+
+    import safetensors.numpy
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(safetensors.numpy, "save_file", fail)
+    with pytest.raises(OSError):
+        tiny_encoder(num_layers=2).save_to_preset(directory)
+    assert {p.name: p.read_bytes() for p in directory.iterdir()} == before
+    kerasbert.from_preset(directory)  # still loads
