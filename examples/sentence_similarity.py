@@ -9,11 +9,9 @@ Sentence vectors are the mean of the encoder's token vectors over real
 tokens, L2-normalised (the sentence-transformers recipe for this model).
 """
 
-import os
 import time
 
 import keras
-import keras_hub
 import numpy as np
 
 import kerasbert
@@ -28,20 +26,10 @@ PAIRS = [
 ]
 
 
-def encode(encoder, tokenizer, sentences, cls_id, sep_id):
-    pieces = [list(map(int, ids)) for ids in tokenizer(sentences)]
-    rows = [[cls_id, *ids[: encoder.max_sequence_length - 2], sep_id] for ids in pieces]
-    length = max(map(len, rows))
-    token_ids = np.zeros((len(rows), length), "int32")
-    padding_mask = np.zeros((len(rows), length), "int32")
-    for i, row in enumerate(rows):
-        token_ids[i, : len(row)] = row
-        padding_mask[i, : len(row)] = 1
-    outputs = encoder.predict(
-        {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids), "padding_mask": padding_mask},
-        verbose=0,
-    )
-    mask = padding_mask[..., None]
+def encode(encoder, tokenizer, packer, sentences):
+    inputs = packer(tokenizer(sentences))
+    outputs = encoder.predict({k: v.numpy() for k, v in inputs.items()}, verbose=0)
+    mask = inputs["padding_mask"].numpy()[..., None]
     vectors = (outputs["sequence_output"] * mask).sum(1) / mask.sum(1)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
@@ -53,14 +41,10 @@ def main():
     print(f"Loaded all_minilm_l6_v2 ({encoder.count_params():,} parameters) "
           f"on the {keras.backend.backend()} backend in {time.time() - start:.1f}s")
     print(f"Preset files: {directory}")
-    # Tokenizer for this demo: keras-hub's WordPiece on the checkpoint's own
-    # vocabulary (exact for these plain English sentences).
-    tokenizer = keras_hub.tokenizers.WordPieceTokenizer(
-        vocabulary=os.path.join(directory, "vocab.txt"), lowercase=True, strip_accents=True
-    )
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    left = encode(encoder, tokenizer, [a for a, _ in PAIRS], cls_id, sep_id)
-    right = encode(encoder, tokenizer, [b for _, b in PAIRS], cls_id, sep_id)
+    tokenizer = kerasbert.Tokenizer.from_preset("all_minilm_l6_v2")
+    packer = kerasbert.Packer.from_tokenizer(tokenizer, 128, pad_to_sequence_length=False)
+    left = encode(encoder, tokenizer, packer, [a for a, _ in PAIRS])
+    right = encode(encoder, tokenizer, packer, [b for _, b in PAIRS])
     print("\ncosine  sentence pair")
     for (a, b), score in zip(PAIRS, (left * right).sum(1)):
         print(f"{score:6.4f}  {a!r} ~ {b!r}")

@@ -7,8 +7,9 @@ Examples:
 4385920
 """
 
-from kerasbert import convert, layers, tokenizers
+from kerasbert import convert, layers, preprocessing, tokenizers
 from kerasbert.encoder import Encoder
+from kerasbert.preprocessing import Packer
 from kerasbert.presets import (
     PresetNotAvailableError,
     from_preset,
@@ -21,11 +22,13 @@ from kerasbert.tokenizers import Tokenizer
 __version__ = "0.1.0"
 __all__ = [
     "Encoder",
+    "Packer",
     "PresetNotAvailableError",
     "convert",
     "from_preset",
     "get_preset",
     "layers",
+    "preprocessing",
     "list_presets",
     "save_to_preset",
     "Tokenizer",

@@ -59,6 +59,8 @@ class WordPieceTokenizer(Tokenizer):
     'the quick fox.'
     """
 
+    packing_style = "bert"  # [CLS] A [SEP] B [SEP]
+
     def __init__(
         self,
         vocabulary,
@@ -271,6 +273,11 @@ class WordPieceTokenizer(Tokenizer):
         if single:
             return text[0].numpy().decode("utf-8")
         return text
+
+    def continuation_ids(self):
+        """Ids of the pieces that continue a word ("##..."), for whole-word
+        masking."""
+        return [i for i, t in enumerate(self.vocabulary) if t.startswith(self.suffix_indicator)]
 
     def save_to_preset(self, preset_dir):
         from kerasbert.tokenizers.files import write_wordpiece_files

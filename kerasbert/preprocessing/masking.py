@@ -1,0 +1,198 @@
+"""Masked-language-model masking with static shapes (XLA-friendly)."""
+
+import keras
+import tensorflow as tf
+
+
+class MaskedLMMasker(keras.layers.Layer):
+    """Chooses masked-LM targets in packed inputs and corrupts them.
+
+    From the real (non-padding, non-special) tokens of each row, selects
+    `mask_rate` of them (at least one, at most `max_predictions`), replaces
+    80% of the selected with `mask_id`, 10% with a random token, and keeps
+    10% (BERT's recipe; the rates are arguments). Each call draws a new
+    selection, so mapping the masker over a `tf.data` pipeline masks every
+    epoch differently (RoBERTa's dynamic masking).
+
+    With `whole_word=True`, sub-words that continue a word (ids listed in
+    `continuation_ids`, e.g. WordPiece's "##" pieces) are masked together
+    with the word they belong to; words are added while they fit in the
+    row's budget.
+
+    Outputs have fixed shapes: `mask_positions`, `mask_ids` (the original
+    ids) and `mask_weights` (1.0 for real targets, 0.0 for padding), each
+    `(batch, max_predictions)`, so that train steps never recompile.
+
+    Args:
+        vocabulary_size: random replacements are drawn from `[0, vocabulary_size)`
+            minus `unselectable_ids`.
+        mask_id: the mask token id.
+        unselectable_ids: ids never selected (the special tokens).
+        mask_rate: fraction of real tokens selected.
+        max_predictions: the fixed number of target slots per row.
+        mask_token_rate, random_token_rate: of the selected tokens, the
+            fractions replaced by `mask_id` and by a random token.
+        whole_word: select whole words.
+        continuation_ids: ids that continue the previous token's word.
+        seed: an optional integer seed for a reproducible sequence of masks.
+
+    Examples:
+    >>> masker = MaskedLMMasker(vocabulary_size=1000, mask_id=4,
+    ...                         unselectable_ids=[0, 2, 3], max_predictions=4)
+    >>> out = masker({"token_ids": [[2, 10, 11, 12, 13, 3, 0]],
+    ...               "padding_mask": [[1, 1, 1, 1, 1, 1, 0]]})
+    >>> sorted(out)
+    ['mask_ids', 'mask_positions', 'mask_weights', 'padding_mask', 'token_ids']
+    >>> tuple(out["mask_positions"].shape)
+    (1, 4)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        mask_id,
+        unselectable_ids=(),
+        mask_rate=0.15,
+        max_predictions=20,
+        mask_token_rate=0.8,
+        random_token_rate=0.1,
+        whole_word=False,
+        continuation_ids=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, rate in [("mask_rate", mask_rate), ("mask_token_rate", mask_token_rate),
+                           ("random_token_rate", random_token_rate)]:
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1]; got {rate}.")
+        if mask_token_rate + random_token_rate > 1.0:
+            raise ValueError(
+                f"mask_token_rate + random_token_rate must be <= 1; got "
+                f"{mask_token_rate} + {random_token_rate}."
+            )
+        if isinstance(max_predictions, bool) or not isinstance(max_predictions, int) or max_predictions < 1:
+            raise ValueError(f"max_predictions must be an integer >= 1; got {max_predictions!r}.")
+        if whole_word and continuation_ids is None:
+            raise ValueError("whole_word=True needs continuation_ids (e.g. the ids of '##' pieces).")
+        self.vocabulary_size = vocabulary_size
+        self.mask_id = mask_id
+        self.unselectable_ids = [int(i) for i in unselectable_ids]
+        self.mask_rate = mask_rate
+        self.max_predictions = max_predictions
+        self.mask_token_rate = mask_token_rate
+        self.random_token_rate = random_token_rate
+        self.whole_word = whole_word
+        self.continuation_ids = None if continuation_ids is None else [int(i) for i in continuation_ids]
+        self.seed = seed
+        # A generator keeps its state across dataset iterators, so every
+        # epoch masks anew (a plain random op would replay its sequence).
+        self._generator = (
+            tf.random.Generator.from_seed(seed) if seed is not None
+            else tf.random.Generator.from_non_deterministic_state()
+        )
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        self.built = True
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer, **kwargs):
+        """A masker using `tokenizer`'s mask token, specials and, for whole
+        words, its continuation pieces."""
+        ids = tokenizer.special_token_ids
+        kwargs.setdefault("unselectable_ids", sorted(set(ids.values()) - {ids["unk"]}))
+        if kwargs.get("whole_word") and "continuation_ids" not in kwargs:
+            kwargs["continuation_ids"] = tokenizer.continuation_ids()
+        return cls(tokenizer.vocabulary_size(), ids["mask"], **kwargs)
+
+    def _uniform(self, shape):
+        return self._generator.uniform(shape)
+
+    def call(self, inputs):
+        token_ids = tf.convert_to_tensor(inputs["token_ids"], tf.int32)  # (batch, seq)
+        padding_mask = tf.convert_to_tensor(inputs["padding_mask"], tf.int32)
+        shape = tf.shape(token_ids)
+        selectable = tf.not_equal(padding_mask, 0)
+        for special in self.unselectable_ids:
+            selectable &= tf.not_equal(token_ids, special)
+        count = tf.reduce_sum(tf.cast(selectable, tf.float32), axis=1)
+        budget = tf.cast(tf.round(count * self.mask_rate), tf.int32)
+        budget = tf.minimum(tf.maximum(budget, 1), self.max_predictions)
+        budget = tf.minimum(budget, tf.cast(count, tf.int32))  # (batch,)
+
+        score = self._uniform(tf.shape(token_ids, out_type=tf.int32))
+        if self.whole_word:
+            selected = self._select_whole_words(token_ids, selectable, budget, score)
+        else:
+            score = tf.where(selectable, score, -1.0)
+            rank = tf.argsort(tf.argsort(score, axis=1, direction="DESCENDING"), axis=1)
+            selected = selectable & (rank < budget[:, None])
+
+        # Positions of the selected tokens, in order, padded to max_predictions.
+        position = tf.broadcast_to(tf.range(shape[1])[None, :], shape)
+        order = tf.argsort(tf.where(selected, position, shape[1] + position), axis=1)
+        positions = tf.gather(order, tf.range(tf.minimum(self.max_predictions, shape[1])), axis=1)
+        weights = tf.gather(tf.cast(selected, tf.float32), positions, batch_dims=1)
+        extra = self.max_predictions - tf.shape(positions)[1]
+        positions = tf.pad(positions, [[0, 0], [0, extra]])
+        weights = tf.pad(weights, [[0, 0], [0, extra]])
+        positions = tf.where(weights > 0, positions, 0)
+        mask_ids = tf.where(weights > 0, tf.gather(token_ids, positions, batch_dims=1), 0)
+
+        # 80 / 10 / 10: mask, random token, keep.
+        choice = self._uniform(tf.shape(token_ids, out_type=tf.int32))
+        use_mask = selected & (choice < self.mask_token_rate)
+        use_random = selected & (choice >= self.mask_token_rate) & (
+            choice < self.mask_token_rate + self.random_token_rate
+        )
+        corrupted = tf.where(use_mask, self.mask_id, token_ids)
+        corrupted = tf.where(use_random, self._random_tokens(shape), corrupted)
+        outputs = dict(inputs)
+        outputs.update(
+            token_ids=corrupted,
+            mask_positions=positions,
+            mask_ids=mask_ids,
+            mask_weights=weights,
+        )
+        return outputs
+
+    def _random_tokens(self, shape):
+        # Uniform over the vocabulary without the special tokens.
+        allowed = tf.constant(
+            sorted(set(range(self.vocabulary_size)) - set(self.unselectable_ids)), tf.int32
+        )
+        index = tf.cast(self._uniform(shape) * tf.cast(tf.size(allowed), tf.float32), tf.int32)
+        return tf.gather(allowed, tf.minimum(index, tf.size(allowed) - 1))
+
+    def _select_whole_words(self, token_ids, selectable, budget, score):
+        table = tf.constant(self.continuation_ids or [-1], tf.int32)
+        continues = tf.reduce_any(token_ids[:, :, None] == table[None, None, :], axis=-1)
+        previous_selectable = tf.concat([tf.zeros_like(selectable[:, :1]), selectable[:, :-1]], 1)
+        starts = selectable & ~(continues & previous_selectable)
+        word = tf.where(selectable, tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1, -1)  # (batch, seq)
+        # Words in random order (by their first token's score).
+        order = tf.argsort(tf.where(starts, score, -1.0), axis=1, direction="DESCENDING")
+        ranked_word = tf.where(tf.gather(starts, order, batch_dims=1), tf.gather(word, order, batch_dims=1), -1)
+        member = (word[:, None, :] == ranked_word[:, :, None]) & (ranked_word[:, :, None] >= 0)
+        length = tf.reduce_sum(tf.cast(member, tf.int32), axis=2)  # (batch, rank)
+
+        # As BERT's data generator: take each word in turn if it still fits.
+        def take(used, word_length):
+            fits = (word_length > 0) & (used + word_length <= budget)
+            return used + tf.where(fits, word_length, 0)
+
+        used = tf.scan(take, tf.transpose(length), initializer=tf.zeros_like(budget))  # (rank, batch)
+        previous = tf.concat([tf.zeros_like(used[:1]), used[:-1]], 0)
+        taken = tf.transpose(used > previous)  # (batch, rank)
+        return tf.reduce_any(member & taken[:, :, None], axis=1) & selectable
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocabulary_size=self.vocabulary_size, mask_id=self.mask_id,
+            unselectable_ids=self.unselectable_ids, mask_rate=self.mask_rate,
+            max_predictions=self.max_predictions, mask_token_rate=self.mask_token_rate,
+            random_token_rate=self.random_token_rate, whole_word=self.whole_word,
+            continuation_ids=self.continuation_ids, seed=self.seed,
+        )
+        return config
