@@ -22,3 +22,12 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     keras.config.set_dtype_policy("float32")
     yield
     keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture(scope="session")
+def minilm_tokenizer():
+    """The all-MiniLM-L6-v2 WordPiece tokenizer, built once per run (building
+    and tracing a tokenizer takes seconds)."""
+    import kerasbert
+
+    return kerasbert.Tokenizer.from_preset("all_minilm_l6_v2")

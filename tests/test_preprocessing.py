@@ -11,9 +11,9 @@ from helpers import minilm_directory, rotten_tomatoes
 from kerasbert.preprocessing import MaskedLMMasker, Packer
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return kerasbert.Tokenizer.from_preset("all_minilm_l6_v2")
+@pytest.fixture
+def tokenizer(minilm_tokenizer):
+    return minilm_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +98,8 @@ def test_packer_rejects_text(tokenizer):
 
 
 @pytest.fixture(scope="module")
-def packed(tokenizer, snippets):
-    return Packer.from_tokenizer(tokenizer, 64)(tokenizer(snippets[:4000]))
+def packed(minilm_tokenizer, snippets):
+    return Packer.from_tokenizer(minilm_tokenizer, 64)(minilm_tokenizer(snippets[:4000]))
 
 
 def _selected(out, shape):

@@ -30,9 +30,9 @@ def assert_same_as_reference(tokenizer, hf, texts):
         )
 
 
-@pytest.fixture(scope="module")
-def minilm():
-    return kerasbert.Tokenizer.from_preset("all_minilm_l6_v2")
+@pytest.fixture
+def minilm(minilm_tokenizer):
+    return minilm_tokenizer
 
 
 @pytest.fixture(scope="module", params=["uncased", "cased"])

@@ -1,6 +1,16 @@
-"""Preprocessing layers: packing and masked-LM masking."""
+"""Preprocessing layers and helpers: packing, masked-LM masking, sentence
+pairs for NSP/SOP, length bucketing."""
 
+from kerasbert.preprocessing.batching import bucket_by_length, padding_fraction
 from kerasbert.preprocessing.masking import MaskedLMMasker
 from kerasbert.preprocessing.packer import Packer
+from kerasbert.preprocessing.sentence_pairs import make_sentence_pairs, read_documents
 
-__all__ = ["MaskedLMMasker", "Packer"]
+__all__ = [
+    "MaskedLMMasker",
+    "Packer",
+    "bucket_by_length",
+    "make_sentence_pairs",
+    "padding_fraction",
+    "read_documents",
+]
