@@ -145,7 +145,7 @@ def test_dtype_policy_survives_serialization():
 
 def test_one_jit_training_step_changes_every_weight():
     # Dropout everywhere (including attention probabilities) under XLA.
-    encoder = tiny_encoder(dropout=0.1, embedding_dim=8, num_layer_groups=1)
+    encoder = tiny_encoder(num_layers=2, dropout=0.1, embedding_dim=8, num_layer_groups=1)
     inputs = {k: keras.Input((None,), dtype="int32", name=k) for k in encoder.input}
     logits = keras.layers.Dense(2)(encoder(inputs)["pooled_output"])
     model = keras.Model(inputs, logits)

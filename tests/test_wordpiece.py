@@ -176,3 +176,13 @@ def test_config_round_trip():
     tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b"], lowercase=False)
     clone = WordPieceTokenizer.from_config(tokenizer.get_config())
     assert clone(["ab A"]).to_list() == tokenizer(["ab A"]).to_list() == [[5, 6, 1]]
+
+
+def test_unsupported_tokenizer_files_are_named(tmp_path):
+    (tmp_path / "spiece.model").write_bytes(b"\x00")
+    with pytest.raises(ValueError, match="SentencePiece"):
+        kerasbert.Tokenizer.from_preset(str(tmp_path))
+    (tmp_path / "spiece.model").unlink()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="No tokenizer files"):
+        kerasbert.Tokenizer.from_preset(str(tmp_path / "empty"))

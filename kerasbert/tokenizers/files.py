@@ -19,6 +19,12 @@ def tokenizer_from_directory(directory):
 
     config = read_json(path("tokenizer_config.json"), "tokenizer_config.json") if os.path.isfile(
         path("tokenizer_config.json")) else {}
+    for name, kind in [("spiece.model", "SentencePiece"), ("vocab.json", "byte-level BPE")]:
+        if os.path.isfile(path(name)) and not os.path.isfile(path("vocab.txt")):
+            raise ValueError(
+                f"{directory} holds a {kind} tokenizer ({name}); kerasbert does not "
+                "read SentencePiece or byte-level BPE tokenizers yet (WordPiece only)."
+            )
     if os.path.isfile(path("tokenizer.json")):
         return _from_tokenizer_json(read_json(path("tokenizer.json"), "tokenizer.json"), config)
     if os.path.isfile(path("vocab.txt")):
