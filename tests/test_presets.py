@@ -116,21 +116,27 @@ def test_hf_reference_offline_without_cache():
         kerasbert.from_preset("hf://org/missing-model")
 
 
-def test_hf_reference_served_from_the_local_hub_cache(monkeypatch, tmp_path):
-    # Offline, huggingface_hub serves what its cache holds; simulate a filled
-    # cache by answering snapshot_download with a local checkpoint.
+def test_hf_reference_served_offline_from_the_hub_cache(monkeypatch, tmp_path):
+    """HF_HUB_OFFLINE=1 (set for the whole suite) with the checkpoint in
+    huggingface_hub's cache, laid out as the hub client writes it."""
+    import shutil
+
     import huggingface_hub
 
-    calls = []
-
-    def snapshot_download(repo_id, revision=None, allow_patterns=None):
-        calls.append((repo_id, revision))
-        return minilm_directory()
-
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
-    encoder = kerasbert.from_preset("hf://sentence-transformers/all-MiniLM-L6-v2@main")
-    assert calls == [("sentence-transformers/all-MiniLM-L6-v2", "main")]
-    assert encoder.hidden_dim == 384
+    repo = tmp_path / "models--sentence-transformers--all-MiniLM-L6-v2"
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = repo / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json"):
+        shutil.copy(os.path.join(minilm_directory(), name), snapshot)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    encoder = kerasbert.from_preset("hf://sentence-transformers/all-MiniLM-L6-v2")
+    reference = kerasbert.from_preset(minilm_directory())
+    inputs = encoder_inputs(encoder, lengths=(6, 2))
+    np.testing.assert_allclose(run(encoder, inputs)["sequence_output"], run(reference, inputs)["sequence_output"])
+    assert kerasbert.from_preset(f"hf://sentence-transformers/all-MiniLM-L6-v2@{revision}").hidden_dim == 384
 
 
 @pytest.mark.parametrize("reference", ["hf://no-slash", "hf://a/b/c", "hf:///x"])
