@@ -186,3 +186,42 @@ def test_masker_in_tf_data_masks_each_epoch_anew(tokenizer, snippets):
 def test_masker_arguments_are_checked(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         MaskedLMMasker(vocabulary_size=100, mask_id=4, **bad)
+
+
+# --- Preprocessors -----------------------------------------------------------
+
+
+def test_text_preprocessor_singles_pairs_and_labels(snippets):
+    preprocessor = kerasbert.preprocessing.TextPreprocessor.from_preset("all_minilm_l6_v2", sequence_length=40)
+    hf = transformers.BertTokenizerFast.from_pretrained(minilm_directory())
+    first, second = snippets[:50], snippets[50:100]
+    pairs = preprocessor((first, second))
+    ref = hf(first, second, truncation="longest_first", max_length=40, padding="max_length")
+    assert pairs["token_ids"].numpy().tolist() == ref["input_ids"]
+    assert pairs["segment_ids"].numpy().tolist() == ref["token_type_ids"]
+    x, y = preprocessor(first, np.arange(50))
+    assert x["token_ids"].numpy().tolist() == hf(first, truncation=True, max_length=40, padding="max_length")["input_ids"]
+    assert y.tolist() == list(range(50))
+    with pytest.raises(ValueError, match="single string"):
+        preprocessor("one string")
+    with pytest.raises(ValueError, match="differ in length"):
+        preprocessor((first, second[:3]))
+
+
+def test_preprocessors_in_tf_data_and_config(snippets):
+    preprocessor = kerasbert.preprocessing.TextPreprocessor.from_preset("all_minilm_l6_v2", sequence_length=32)
+    labels = np.arange(64) % 2
+    dataset = tf.data.Dataset.from_tensor_slices((snippets[:64], labels)).batch(16).map(preprocessor)
+    x, y = next(iter(dataset))
+    assert x["token_ids"].shape == (16, 32) and y.numpy().tolist() == labels[:16].tolist()
+    clone = kerasbert.preprocessing.TextPreprocessor.from_config(preprocessor.get_config())
+    np.testing.assert_array_equal(clone(snippets[:8])["token_ids"], preprocessor(snippets[:8])["token_ids"])
+
+    masked = kerasbert.preprocessing.MaskedLMPreprocessor.from_preset(
+        "all_minilm_l6_v2", sequence_length=32, max_predictions=6
+    )
+    x, mask_ids, weights = next(iter(tf.data.Dataset.from_tensor_slices(snippets[:16]).batch(16).map(masked)))
+    assert x["mask_positions"].shape == (16, 6) and mask_ids.shape == (16, 6)
+    assert set(x) == {"token_ids", "segment_ids", "padding_mask", "mask_positions"}
+    clone = kerasbert.preprocessing.MaskedLMPreprocessor.from_config(masked.get_config())
+    assert clone.masker.max_predictions == 6

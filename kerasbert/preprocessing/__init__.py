@@ -1,14 +1,17 @@
 """Preprocessing layers and helpers: packing, masked-LM masking, sentence
-pairs for NSP/SOP, length bucketing."""
+pairs for NSP/SOP, length bucketing, raw text -> model inputs."""
 
 from kerasbert.preprocessing.batching import bucket_by_length, padding_fraction
 from kerasbert.preprocessing.masking import MaskedLMMasker
 from kerasbert.preprocessing.packer import Packer
+from kerasbert.preprocessing.preprocessors import MaskedLMPreprocessor, TextPreprocessor
 from kerasbert.preprocessing.sentence_pairs import make_sentence_pairs, read_documents
 
 __all__ = [
     "MaskedLMMasker",
+    "MaskedLMPreprocessor",
     "Packer",
+    "TextPreprocessor",
     "bucket_by_length",
     "make_sentence_pairs",
     "padding_fraction",

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 
+@keras.saving.register_keras_serializable(package="kerasbert")
 class MaskedLMMasker(keras.layers.Layer):
     """Chooses masked-LM targets in packed inputs and corrupts them.
 

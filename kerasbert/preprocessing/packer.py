@@ -30,6 +30,7 @@ def _lengths_after_truncation(first, second, budget, truncate):
     return tf.minimum(first, first_target), tf.minimum(second, second_target)
 
 
+@keras.saving.register_keras_serializable(package="kerasbert")
 class Packer(keras.layers.Layer):
     """Builds encoder inputs from one or two batches of token ids.
 

@@ -3,6 +3,7 @@ transformers' fast BERT tokenizer."""
 
 import re
 
+import keras
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -23,6 +24,7 @@ def _utf8_length(code_points):
     ) + tf.cast(code_points >= 0x10000, tf.int32)
 
 
+@keras.saving.register_keras_serializable(package="kerasbert")
 class WordPieceTokenizer(Tokenizer):
     """BERT's WordPiece tokenizer: normalisation, pre-tokenisation and
     greedy longest-match-first sub-words, all as TensorFlow ops.

@@ -1,0 +1,128 @@
+"""Raw strings -> model inputs: a tokenizer and a packer (and a masker)."""
+
+import keras
+import tensorflow as tf
+
+from kerasbert.preprocessing.masking import MaskedLMMasker
+from kerasbert.preprocessing.packer import Packer
+from kerasbert.tokenizers.base import Tokenizer, to_string_tensor
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class TextPreprocessor(keras.layers.Layer):
+    """Turns raw text, single sentences or pairs, into encoder inputs.
+
+    Call it on a batch of strings, or on a tuple `(first, second)` of two
+    batches for sentence pairs. It also accepts `(x, y)` and
+    `(x, y, sample_weight)` so it can be mapped over a `tf.data` dataset of
+    labelled examples; labels pass through untouched.
+
+    Args:
+        tokenizer: a `kerasbert.Tokenizer`.
+        sequence_length: the longest packed sequence, special tokens included.
+        truncate: "longest_first" (transformers' rule) or "round_robin".
+        pad_to_sequence_length: `False` pads each batch to its longest row.
+
+    Examples:
+    >>> import kerasbert
+    >>> preprocessor = kerasbert.preprocessing.TextPreprocessor.from_preset(
+    ...     "all_minilm_l6_v2", sequence_length=8)
+    >>> preprocessor(["Hello, world!"])["token_ids"].numpy().tolist()
+    [[101, 7592, 1010, 2088, 999, 102, 0, 0]]
+    """
+
+    def __init__(self, tokenizer, sequence_length=512, truncate="longest_first",
+                 pad_to_sequence_length=True, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(tokenizer, Tokenizer):
+            raise TypeError(f"tokenizer must be a kerasbert Tokenizer; got {type(tokenizer).__name__}.")
+        self.tokenizer = tokenizer
+        self.packer = Packer.from_tokenizer(
+            tokenizer, sequence_length, truncate=truncate, pad_to_sequence_length=pad_to_sequence_length
+        )
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        self.built = True
+
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """The preprocessor for a preset's tokenizer (see `Tokenizer.from_preset`)."""
+        return cls(Tokenizer.from_preset(preset), **kwargs)
+
+    @property
+    def sequence_length(self):
+        return self.packer.sequence_length
+
+    def _ids(self, texts, name):
+        texts, single = to_string_tensor(texts, name)
+        if single:
+            raise ValueError(
+                f"{name} must be a batch (a list) of strings, not a single string; "
+                f"wrap it: [{name}]."
+            )
+        return self.tokenizer(texts)
+
+    def call(self, x, y=None, sample_weight=None):
+        if isinstance(x, tuple):
+            if len(x) != 2:
+                raise ValueError(f"x must be a batch of strings or a pair (first, second); got a {len(x)}-tuple.")
+            first, second = self._ids(x[0], "first"), self._ids(x[1], "second")
+            if first.nrows() is not None and tf.executing_eagerly() and int(first.nrows()) != int(second.nrows()):
+                raise ValueError(
+                    f"the two sides of the pairs differ in length: {int(first.nrows())} and {int(second.nrows())}."
+                )
+            inputs = self.packer(first, second)
+        else:
+            inputs = self.packer(self._ids(x, "x"))
+        return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            tokenizer=keras.saving.serialize_keras_object(self.tokenizer),
+            sequence_length=self.packer.sequence_length,
+            truncate=self.packer.truncate,
+            pad_to_sequence_length=self.packer.pad_to_sequence_length,
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
+        return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class MaskedLMPreprocessor(TextPreprocessor):
+    """Raw text -> masked-LM training examples: packed, corrupted inputs
+    with `mask_positions`, and `(mask_ids, mask_weights)` as label and
+    sample weight, ready for `fit`. A new mask is drawn at every call.
+
+    Args:
+        tokenizer, sequence_length, truncate, pad_to_sequence_length: as
+            `TextPreprocessor`.
+        **masker_kwargs: `MaskedLMMasker` arguments (`mask_rate`,
+            `max_predictions`, `whole_word`, `seed`, ...).
+    """
+
+    def __init__(self, tokenizer, sequence_length=512, truncate="longest_first",
+                 pad_to_sequence_length=True, **masker_kwargs):
+        layer_kwargs = {k: masker_kwargs.pop(k) for k in ("name", "dtype", "trainable") if k in masker_kwargs}
+        super().__init__(tokenizer, sequence_length, truncate, pad_to_sequence_length, **layer_kwargs)
+        self.masker = MaskedLMMasker.from_tokenizer(tokenizer, **masker_kwargs)
+
+    def call(self, x, y=None, sample_weight=None):
+        inputs = super().call(x)
+        masked = self.masker(inputs)
+        features = {k: masked[k] for k in ("token_ids", "segment_ids", "padding_mask", "mask_positions")}
+        return features, masked["mask_ids"], masked["mask_weights"]
+
+    def get_config(self):
+        config = super().get_config()
+        masker = self.masker.get_config()
+        config.update({k: masker[k] for k in _MASKER_OPTIONS})
+        return config
+
+
+_MASKER_OPTIONS = ("mask_rate", "max_predictions", "mask_token_rate", "random_token_rate", "whole_word", "seed")
