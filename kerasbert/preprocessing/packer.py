@@ -15,7 +15,7 @@ def _lengths_after_truncation(first, second, budget, truncate):
     if truncate == "longest_first":
         # transformers' fast tokenizers: the shorter keeps what it can of
         # half; when both exceed half, the longer gets the odd token.
-        short, long = tf.minimum(first, second), tf.maximum(first, second)
+        short = tf.minimum(first, second)
         long_target = tf.where(short > budget, short, tf.maximum(short, budget - short))
         over = short + long_target > budget
         short_target = tf.where(over, budget // 2, short)
