@@ -3,9 +3,11 @@
 import keras
 import tensorflow as tf
 
+from kerasbert.utils.preprocessing_layer import PreprocessingLayer
+
 
 @keras.saving.register_keras_serializable(package="kerasbert")
-class MaskedLMMasker(keras.layers.Layer):
+class MaskedLMMasker(PreprocessingLayer):
     """Chooses masked-LM targets in packed inputs and corrupts them.
 
     From the real (non-padding, non-special) tokens of each row, selects
@@ -92,9 +94,6 @@ class MaskedLMMasker(keras.layers.Layer):
             tf.random.Generator.from_seed(seed) if seed is not None
             else tf.random.Generator.from_non_deterministic_state()
         )
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
-        self.built = True
 
     @classmethod
     def from_tokenizer(cls, tokenizer, **kwargs):

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from kerasbert.tokenizers.base import Tokenizer
+from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 
 STYLES = ("bert", "roberta")
 TRUNCATIONS = ("longest_first", "round_robin")
@@ -31,7 +32,7 @@ def _lengths_after_truncation(first, second, budget, truncate):
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
-class Packer(keras.layers.Layer):
+class Packer(PreprocessingLayer):
     """Builds encoder inputs from one or two batches of token ids.
 
     BERT style (BERT, ALBERT, ELECTRA): `[CLS] A [SEP] B [SEP]` with segment
@@ -92,9 +93,6 @@ class Packer(keras.layers.Layer):
         self.cls_id, self.sep_id, self.pad_id = cls_id, sep_id, pad_id
         self.style, self.truncate = style, truncate
         self.pad_to_sequence_length = pad_to_sequence_length
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
-        self.built = True
 
     @classmethod
     def from_tokenizer(cls, tokenizer, sequence_length, **kwargs):

@@ -6,10 +6,11 @@ import tensorflow as tf
 from kerasbert.preprocessing.masking import MaskedLMMasker
 from kerasbert.preprocessing.packer import Packer
 from kerasbert.tokenizers.base import Tokenizer, to_string_tensor
+from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
-class TextPreprocessor(keras.layers.Layer):
+class TextPreprocessor(PreprocessingLayer):
     """Turns raw text, single sentences or pairs, into encoder inputs.
 
     Call it on a batch of strings, or on a tuple `(first, second)` of two
@@ -40,9 +41,6 @@ class TextPreprocessor(keras.layers.Layer):
         self.packer = Packer.from_tokenizer(
             tokenizer, sequence_length, truncate=truncate, pad_to_sequence_length=pad_to_sequence_length
         )
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
-        self.built = True
 
     @classmethod
     def from_preset(cls, preset, **kwargs):

@@ -3,9 +3,10 @@
 import numbers
 import os
 
-import keras
 import numpy as np
 import tensorflow as tf
+
+from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 
 
 def to_string_tensor(inputs, name="inputs"):
@@ -45,7 +46,7 @@ def to_string_tensor(inputs, name="inputs"):
     return tf.constant(items, tf.string), False
 
 
-class Tokenizer(keras.layers.Layer):
+class Tokenizer(PreprocessingLayer):
     """Base class of kerasbert's tokenizers.
 
     Tokenizers are Keras preprocessing layers built from TensorFlow ops, so
@@ -61,10 +62,6 @@ class Tokenizer(keras.layers.Layer):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        # Strings are not backend tensors: keep inputs as given.
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
-        self.built = True
 
     # -- Presets ------------------------------------------------------------
 

@@ -257,13 +257,13 @@ class WordPieceTokenizer(Tokenizer):
         "##" join the previous token, and ".", ",", "?", "!" attach to the
         word before them. Special tokens are kept. A batch (list of lists or
         ragged tensor) gives a 1-D tf.string tensor; one sequence, a str."""
-        single = not isinstance(ids, tf.RaggedTensor) and np.ndim(ids) == 1 and not (
-            len(ids) and isinstance(ids[0], (list, tuple))
-        )
-        batch = tf.ragged.constant([ids] if single else ids, dtype=tf.int32) if not isinstance(
-            ids, tf.RaggedTensor) else ids
-        if not isinstance(batch, tf.RaggedTensor):
-            batch = tf.RaggedTensor.from_tensor(batch)
+        single = False
+        if isinstance(ids, tf.RaggedTensor):
+            batch = ids
+        else:
+            rows = ids.numpy().tolist() if isinstance(ids, tf.Tensor) else np.asarray(ids, dtype=object).tolist()
+            single = not rows or not isinstance(rows[0], list)
+            batch = tf.ragged.constant([rows] if single else rows, dtype=tf.int32)
         tokens = self.id_to_token_tensor(batch.flat_values)
         position = tf.range(tf.size(tokens, tf.int64)) - tf.gather(batch.row_starts(), batch.value_rowids())
         prefix = re.escape(self.suffix_indicator)
