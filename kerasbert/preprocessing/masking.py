@@ -31,6 +31,9 @@ class MaskedLMMasker(PreprocessingLayer):
             minus `unselectable_ids`.
         mask_id: the mask token id.
         unselectable_ids: ids never selected (the special tokens).
+        special_ids: ids never drawn as random replacements; defaults to
+            `unselectable_ids` (`from_tokenizer` adds the unknown token, which
+            stays selectable where it occurs in the text).
         mask_rate: fraction of real tokens selected.
         max_predictions: the fixed number of target slots per row.
         mask_token_rate, random_token_rate: of the selected tokens, the
@@ -61,6 +64,7 @@ class MaskedLMMasker(PreprocessingLayer):
         random_token_rate=0.1,
         whole_word=False,
         continuation_ids=None,
+        special_ids=None,
         seed=None,
         **kwargs,
     ):
@@ -87,6 +91,9 @@ class MaskedLMMasker(PreprocessingLayer):
         self.random_token_rate = random_token_rate
         self.whole_word = whole_word
         self.continuation_ids = None if continuation_ids is None else [int(i) for i in continuation_ids]
+        self.special_ids = sorted(
+            {int(i) for i in (self.unselectable_ids if special_ids is None else special_ids)}
+        )
         self.seed = seed
         # A generator keeps its state across dataset iterators, so every
         # epoch masks anew (a plain random op would replay its sequence).
@@ -101,6 +108,7 @@ class MaskedLMMasker(PreprocessingLayer):
         words, its continuation pieces."""
         ids = tokenizer.special_token_ids
         kwargs.setdefault("unselectable_ids", sorted(set(ids.values()) - {ids["unk"]}))
+        kwargs.setdefault("special_ids", sorted(set(ids.values())))
         if kwargs.get("whole_word") and "continuation_ids" not in kwargs:
             kwargs["continuation_ids"] = tokenizer.continuation_ids()
         return cls(tokenizer.vocabulary_size(), ids["mask"], **kwargs)
@@ -159,7 +167,7 @@ class MaskedLMMasker(PreprocessingLayer):
     def _random_tokens(self, shape):
         # Uniform over the vocabulary without the special tokens.
         allowed = tf.constant(
-            sorted(set(range(self.vocabulary_size)) - set(self.unselectable_ids)), tf.int32
+            sorted(set(range(self.vocabulary_size)) - set(self.special_ids)), tf.int32
         )
         index = tf.cast(self._uniform(shape) * tf.cast(tf.size(allowed), tf.float32), tf.int32)
         return tf.gather(allowed, tf.minimum(index, tf.size(allowed) - 1))
@@ -193,6 +201,6 @@ class MaskedLMMasker(PreprocessingLayer):
             unselectable_ids=self.unselectable_ids, mask_rate=self.mask_rate,
             max_predictions=self.max_predictions, mask_token_rate=self.mask_token_rate,
             random_token_rate=self.random_token_rate, whole_word=self.whole_word,
-            continuation_ids=self.continuation_ids, seed=self.seed,
+            continuation_ids=self.continuation_ids, special_ids=self.special_ids, seed=self.seed,
         )
         return config
