@@ -139,10 +139,12 @@ def test_masking_statistics(tokenizer, packed, whole_word):
     mask_id = tokenizer.special_token_ids["mask"]
     replacements = corrupted[selected & (corrupted != original) & (corrupted != mask_id)]
     assert len(replacements) and not np.isin(replacements, specials).any()
-    # Selection is uniform over positions: early and late halves alike.
-    first_half = selected[:, :32].sum() / real[:, :32].sum()
-    second_half = selected[:, 32:].sum() / real[:, 32:].sum()
-    assert abs(first_half - second_half) < 0.02
+    # Selection is uniform over positions: the early and late halves of each
+    # row's real tokens are chosen alike (halves per row: most rows are short,
+    # so fixed column halves would compare ~100k tokens with a few hundred).
+    relative = (np.cumsum(real, axis=1) - 1) / np.maximum(real.sum(1, keepdims=True), 1)
+    early, late = real & (relative < 0.5), real & (relative >= 0.5)
+    assert abs(selected[early].mean() - selected[late].mean()) < 0.02
 
 
 def test_whole_words_are_masked_together(tokenizer, packed):
