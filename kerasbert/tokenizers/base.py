@@ -2,9 +2,11 @@
 
 import numbers
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_text as tf_text
 
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 
@@ -46,6 +48,11 @@ def to_string_tensor(inputs, name="inputs"):
     return tf.constant(items, tf.string), False
 
 
+# Unicode White_Space, what Rust's char::is_whitespace (transformers' lstrip
+# and rstrip of added tokens) accepts.
+_WHITESPACE = r"[\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]"
+
+
 class Tokenizer(PreprocessingLayer):
     """Base class of kerasbert's tokenizers.
 
@@ -55,9 +62,10 @@ class Tokenizer(PreprocessingLayer):
     returns a `tf.RaggedTensor` of token ids without special tokens; on a
     single string, a 1-D `tf.Tensor`.
 
-    Subclasses set `self.vocabulary` (a list of tokens indexed by id) and the
-    special tokens, and implement `_tokenize(texts) -> (ids, starts, ends)`
-    for a rank-1 string tensor.
+    Subclasses set `self.vocabulary` (a list of tokens indexed by id), the
+    special tokens (`_set_special_tokens_in_text`), and implement
+    `_tokenize_text(texts) -> (ids, starts, ends)` for a rank-1 tensor of
+    valid UTF-8 text free of special tokens.
     """
 
     def __init__(self, **kwargs):
@@ -126,6 +134,71 @@ class Tokenizer(PreprocessingLayer):
     def special_token_ids(self):
         """{"cls": id, "sep": id, "pad": id, "mask": id, "unk": id}."""
         return {k: self.token_to_id(v) for k, v in self.special_tokens.items()}
+
+    # -- Special tokens written in the text ----------------------------------
+
+    def _set_special_tokens_in_text(self, tokens, lstrip=(), rstrip=()):
+        """Special tokens found in the raw text ("[MASK]") become their ids,
+        matched before normalisation, as transformers' added tokens are.
+        Tokens in `lstrip` / `rstrip` also swallow the whitespace on their
+        left / right (RoBERTa's and ALBERT's mask token)."""
+        tokens = sorted(set(tokens), key=len, reverse=True)
+        self._special_pattern = None
+        if not tokens:
+            return
+        parts = []
+        for token in tokens:
+            part = re.escape(token)
+            part = (_WHITESPACE + "*" if token in lstrip else "") + part
+            part += _WHITESPACE + "*" if token in rstrip else ""
+            parts.append(part)
+        self._special_pattern = "|".join(parts)
+        self._special_table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tokens, [self._token_to_id[t] for t in tokens], tf.string, tf.int32
+            ),
+            default_value=-1,
+        )
+
+    # texts: (batch,) -> ids, starts, ends: (batch, None)
+    def _tokenize(self, texts):
+        texts = tf.strings.unicode_transcode(
+            texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+        )
+        if getattr(self, "_special_pattern", None) is None:
+            return self._tokenize_text(texts)
+        # RE2 stops at NUL: find the boundaries on a copy without it (same
+        # byte length), then cut the original text.
+        searchable = tf.strings.regex_replace(texts, r"\x00", "\x01")
+        _, begins, ends = tf_text.regex_split_with_offsets(
+            searchable, self._special_pattern, self._special_pattern
+        )
+        segment_row = begins.value_rowids()
+        segment_text = tf.gather(texts, segment_row)
+        flat = tf.strings.substr(segment_text, begins.flat_values, ends.flat_values - begins.flat_values)
+        # A stripped special token: the token without its whitespace.
+        token = tf.strings.regex_replace(flat, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
+        special_id = self._special_table.lookup(token)  # -1: ordinary text
+        is_special = special_id >= 0
+        offset = tf.strings.length(
+            tf.strings.substr(segment_text, tf.zeros_like(begins.flat_values), begins.flat_values),
+            unit="UTF8_CHAR",
+        )
+        ids, starts, ends = self._tokenize_text(tf.where(is_special, "", flat))  # (segments, None)
+        starts, ends = starts + offset[:, None], ends + offset[:, None]
+        special_lengths = tf.cast(is_special, tf.int64)
+        special_end = offset + tf.strings.length(flat, unit="UTF8_CHAR")
+
+        def with_special(pieces, value):
+            extra = tf.RaggedTensor.from_row_lengths(
+                tf.boolean_mask(value, is_special), special_lengths, validate=False
+            )
+            merged = tf.concat([pieces, extra], axis=1)
+            return tf.RaggedTensor.from_value_rowids(
+                merged, segment_row, nrows=tf.shape(texts, tf.int64)[0], validate=False
+            ).merge_dims(1, 2)
+
+        return with_special(ids, special_id), with_special(starts, offset), with_special(ends, special_end)
 
     # -- Calls --------------------------------------------------------------
 

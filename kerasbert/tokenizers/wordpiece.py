@@ -105,14 +105,7 @@ class WordPieceTokenizer(Tokenizer):
                 f"The vocabulary lacks the special token(s) {missing}; pass the "
                 "names this vocabulary uses (e.g. unknown_token='<unk>')."
             )
-        specials = sorted(set(self.special_tokens.values()), key=len, reverse=True)
-        self._special_pattern = "|".join(re.escape(t) for t in specials)
-        self._special_table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(
-                specials, [self._token_to_id[t] for t in specials], tf.string, tf.int32
-            ),
-            default_value=-1,
-        )
+        self._set_special_tokens_in_text(self.special_tokens.values() if special_tokens_in_text else ())
         rules = unicode.BertCharacterRules(lowercase, strip_accents, clean_text, tokenize_chinese_chars)
         self._rules = {
             name: tf.constant(getattr(rules, name))
@@ -128,47 +121,6 @@ class WordPieceTokenizer(Tokenizer):
             no_pretokenization=True,
             support_detokenization=True,
         )
-
-    # texts: (batch,) -> ids, starts, ends: (batch, None)
-    def _tokenize(self, texts):
-        texts = tf.strings.unicode_transcode(
-            texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
-        )
-        if not self.special_tokens_in_text:
-            return self._tokenize_text(texts)
-        # Special tokens written in the text ("[MASK]") are matched on the
-        # raw text, before normalisation, as transformers does.
-        # RE2 stops at NUL: find the boundaries on a copy without it (same
-        # byte length), then cut the original text.
-        searchable = tf.strings.regex_replace(texts, r"\x00", "\x01")
-        _, begins, ends = tf_text.regex_split_with_offsets(
-            searchable, self._special_pattern, self._special_pattern
-        )
-        segment_row = begins.value_rowids()
-        flat = tf.strings.substr(
-            tf.gather(texts, segment_row), begins.flat_values, ends.flat_values - begins.flat_values
-        )
-        special_id = self._special_table.lookup(flat)  # -1: ordinary text
-        is_special = special_id >= 0
-        offset = tf.strings.length(
-            tf.strings.substr(tf.gather(texts, segment_row), tf.zeros_like(begins.flat_values), begins.flat_values),
-            unit="UTF8_CHAR",
-        )
-        ids, starts, ends = self._tokenize_text(tf.where(is_special, "", flat))  # (segments, None)
-        starts, ends = starts + offset[:, None], ends + offset[:, None]
-        special_lengths = tf.cast(is_special, tf.int64)
-        special_end = offset + tf.strings.length(flat, unit="UTF8_CHAR")
-
-        def with_special(pieces, value):
-            extra = tf.RaggedTensor.from_row_lengths(
-                tf.boolean_mask(value, is_special), special_lengths, validate=False
-            )
-            merged = tf.concat([pieces, extra], axis=1)
-            return tf.RaggedTensor.from_value_rowids(
-                merged, segment_row, nrows=tf.shape(texts, tf.int64)[0], validate=False
-            ).merge_dims(1, 2)
-
-        return (with_special(ids, special_id), with_special(starts, offset), with_special(ends, special_end))
 
     def _tokenize_text(self, texts):
         r = self._rules
