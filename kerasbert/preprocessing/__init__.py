@@ -1,7 +1,9 @@
 """Preprocessing layers and helpers: packing, masked-LM masking, sentence
-pairs for NSP/SOP, length bucketing, raw text -> model inputs."""
+pairs for NSP/SOP, length bucketing, packing several documents per row,
+raw text -> model inputs."""
 
 from kerasbert.preprocessing.batching import bucket_by_length, padding_fraction
+from kerasbert.preprocessing.document_packing import pack_documents
 from kerasbert.preprocessing.masking import MaskedLMMasker
 from kerasbert.preprocessing.packer import Packer
 from kerasbert.preprocessing.preprocessors import MaskedLMPreprocessor, TextPreprocessor
@@ -14,6 +16,7 @@ __all__ = [
     "TextPreprocessor",
     "bucket_by_length",
     "make_sentence_pairs",
+    "pack_documents",
     "padding_fraction",
     "read_documents",
 ]

@@ -1,4 +1,5 @@
-"""Batches that waste little: length buckets with a few static shapes."""
+"""Batches that waste little: length buckets with a few static shapes (and
+the padding they leave; packing documents is in `document_packing.py`)."""
 
 import tensorflow as tf
 
@@ -68,12 +69,13 @@ def _pad_to_boundary(batch, boundaries, length_key, pad_id):
 
 
 def padding_fraction(batches, mask_key="padding_mask"):
-    """The share of positions that are padding, over an iterable of batches
-    (dicts, or (features, label) tuples) holding a padding mask."""
+    """The share of positions that are padding (0 in the padding mask), over
+    an iterable of batches (dicts, or (features, label) tuples) holding a
+    padding mask of 0/1 or of document ids (`pack_documents`)."""
     real = total = 0
     for batch in batches:
         features = batch[0] if isinstance(batch, tuple) else batch
         mask = features[mask_key]
-        real += int(tf.reduce_sum(tf.cast(mask, tf.int64)))
+        real += int(tf.math.count_nonzero(mask, dtype=tf.int64))
         total += int(tf.size(mask, tf.int64))
     return 1.0 - real / total if total else 0.0

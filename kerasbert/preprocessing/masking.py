@@ -1,6 +1,7 @@
 """Masked-language-model masking with static shapes (XLA-friendly)."""
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
@@ -10,7 +11,8 @@ from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 class MaskedLMMasker(PreprocessingLayer):
     """Chooses masked-LM targets in packed inputs and corrupts them.
 
-    From the real (non-padding, non-special) tokens of each row, selects
+    From the real (non-padding, non-special) tokens of each row (real: a
+    nonzero `padding_mask`, 1 or the document id of a packed row), selects
     `mask_rate` of them (at least one, at most `max_predictions`), replaces
     80% of the selected with `mask_id`, 10% with a random token, and keeps
     10% (BERT's recipe; the rates are arguments). Each call draws a new
@@ -20,7 +22,7 @@ class MaskedLMMasker(PreprocessingLayer):
     With `whole_word=True`, sub-words that continue a word (ids listed in
     `continuation_ids`, e.g. WordPiece's "##" pieces) are masked together
     with the word they belong to; words are added while they fit in the
-    row's budget.
+    row's budget. A word never spans two documents of a packed row.
 
     Outputs have fixed shapes: `mask_positions`, `mask_ids` (the original
     ids) and `mask_weights` (1.0 for real targets, 0.0 for padding), each
@@ -130,7 +132,7 @@ class MaskedLMMasker(PreprocessingLayer):
 
         score = self._uniform(tf.shape(token_ids, out_type=tf.int32))
         if self.whole_word:
-            selected = self._select_whole_words(token_ids, selectable, budget, score)
+            selected = self._select_whole_words(token_ids, padding_mask, selectable, budget, score)
         else:
             score = tf.where(selectable, score, -1.0)
             rank = tf.argsort(tf.argsort(score, axis=1, direction="DESCENDING"), axis=1)
@@ -172,10 +174,18 @@ class MaskedLMMasker(PreprocessingLayer):
         index = tf.cast(self._uniform(shape) * tf.cast(tf.size(allowed), tf.float32), tf.int32)
         return tf.gather(allowed, tf.minimum(index, tf.size(allowed) - 1))
 
-    def _select_whole_words(self, token_ids, selectable, budget, score):
-        table = tf.constant(self.continuation_ids or [-1], tf.int32)
-        continues = tf.reduce_any(token_ids[:, :, None] == table[None, None, :], axis=-1)
+    def _select_whole_words(self, token_ids, padding_mask, selectable, budget, score):
+        # A dense flag per id: one gather, however many continuation pieces
+        # (byte-level BPE has ~18,000).
+        ids = self.continuation_ids or []
+        flags = np.zeros(max(ids, default=-1) + 2, bool)
+        flags[ids] = True
+        flags = tf.constant(flags)
+        continues = tf.gather(flags, tf.clip_by_value(token_ids, 0, len(flags) - 1))  # (batch, seq)
         previous_selectable = tf.concat([tf.zeros_like(selectable[:, :1]), selectable[:, :-1]], 1)
+        # A word never continues across documents packed in one row.
+        previous_document = tf.concat([tf.zeros_like(padding_mask[:, :1]), padding_mask[:, :-1]], 1)
+        previous_selectable &= tf.equal(previous_document, padding_mask)
         starts = selectable & ~(continues & previous_selectable)
         word = tf.where(selectable, tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1, -1)  # (batch, seq)
         # Words in random order (by their first token's score).

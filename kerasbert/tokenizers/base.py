@@ -25,7 +25,7 @@ def to_string_tensor(inputs, name="inputs"):
             return inputs[None], True
         return inputs, False
     if isinstance(inputs, (str, bytes)):
-        return tf.constant([inputs]), True
+        return tf.constant([_encode(inputs)]), True
     if isinstance(inputs, np.ndarray):
         if inputs.dtype.kind not in "USO":
             raise TypeError(f"{name} must hold strings; got a numpy array of {inputs.dtype}.")
@@ -45,7 +45,22 @@ def to_string_tensor(inputs, name="inputs"):
             raise TypeError(f"{name} must contain only strings; found {what}{hint}.")
     if not flat:
         return tf.constant([], tf.string), False
-    return tf.constant(items, tf.string), False
+    return tf.constant(_nested(items, _encode), tf.string), False
+
+
+def utf8_length(code_points, dtype=tf.int32):
+    """(n,) code points -> (n,) UTF-8 byte counts of `dtype`."""
+    return 1 + sum(tf.cast(code_points >= first, dtype) for first in (0x80, 0x800, 0x10000))
+
+
+def _encode(text):
+    """str -> UTF-8 bytes; lone surrogates (not valid Unicode) become bytes
+    that are invalid UTF-8, which the tokenizers replace with U+FFFD."""
+    return text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+
+
+def _nested(items, fn):
+    return [_nested(x, fn) if isinstance(x, list) else fn(x) for x in items]
 
 
 # Unicode White_Space, what Rust's char::is_whitespace (transformers' lstrip
@@ -135,6 +150,26 @@ class Tokenizer(PreprocessingLayer):
         """{"cls": id, "sep": id, "pad": id, "mask": id, "unk": id}."""
         return {k: self.token_to_id(v) for k, v in self.special_tokens.items()}
 
+    def _set_special_tokens(self, cls_token, sep_token, pad_token, mask_token, unknown_token):
+        self.special_tokens = {
+            "cls": cls_token, "sep": sep_token, "pad": pad_token,
+            "mask": mask_token, "unk": unknown_token,
+        }
+        missing = [t for t in self.special_tokens.values() if t not in self._token_to_id]
+        if missing:
+            raise ValueError(
+                f"The vocabulary lacks the special token(s) {missing}; pass the names this "
+                "vocabulary uses (cls_token=, sep_token=, pad_token=, mask_token=, unknown_token=)."
+            )
+
+    def _special_token_config(self):
+        """The special-token arguments of the constructor, for get_config."""
+        t = self.special_tokens
+        return {
+            "cls_token": t["cls"], "sep_token": t["sep"], "pad_token": t["pad"],
+            "mask_token": t["mask"], "unknown_token": t["unk"],
+        }
+
     # -- Special tokens written in the text ----------------------------------
 
     def _set_special_tokens_in_text(self, tokens, lstrip=(), rstrip=()):
@@ -218,6 +253,11 @@ class Tokenizer(PreprocessingLayer):
             characters) is the part of the input the token came from.
         """
         texts, single = to_string_tensor(inputs)
+        if texts.shape.rank != 1:
+            raise ValueError(
+                f"inputs must be a string or a 1-D batch of strings; got shape {texts.shape.as_list()}. "
+                "Flatten nested batches first (e.g. tf.reshape(texts, [-1]))."
+            )
         with tf.device("cpu"):
             if tf.executing_eagerly():
                 ids, starts, ends = self._compiled_tokenize(texts)
@@ -234,6 +274,16 @@ class Tokenizer(PreprocessingLayer):
                 self._tokenize, input_signature=[tf.TensorSpec([None], tf.string)], autograph=False
             )
         return self._compiled
+
+    @staticmethod
+    def _ids_as_batch(ids):
+        """Ids for `detokenize` -> (ragged (batch, None) ids, whether one
+        sequence was given)."""
+        if isinstance(ids, tf.RaggedTensor):
+            return ids, False
+        rows = ids.numpy().tolist() if isinstance(ids, tf.Tensor) else np.asarray(ids, dtype=object).tolist()
+        single = not rows or not isinstance(rows[0], list)
+        return tf.ragged.constant([rows] if single else rows, dtype=tf.int32), single
 
     def id_to_token_tensor(self, ids):
         return tf.gather(self._id_to_token, ids)

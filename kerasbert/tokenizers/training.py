@@ -72,3 +72,127 @@ def train_wordpiece(
     )
     tokenizer.save_to_preset(output_dir)
     return tokenizer
+
+
+def train_sentencepiece(
+    files,
+    vocabulary_size,
+    output_dir,
+    lowercase=True,
+    strip_accents=True,
+    character_coverage=0.9995,
+    max_sentences=1_000_000,
+    seed=0,
+):
+    """Trains an ALBERT-style SentencePiece unigram model and returns its
+    tokenizer.
+
+    The text is normalised as the tokenizer will normalise it (NFKD and
+    accent stripping, lowercasing) before the reference trainer
+    (`sentencepiece`) sees it, so that no piece is unreachable. Pieces 0..4
+    are ALBERT's `<pad> <unk> [CLS] [SEP] [MASK]`.
+
+    Args:
+        files: a path, a glob pattern, or a list of them: plain-text files,
+            one sentence or paragraph per line.
+        vocabulary_size: the number of pieces, special tokens included.
+        output_dir: where `spiece.model`, `tokenizer.json` and
+            `tokenizer_config.json` go.
+        lowercase, strip_accents: ALBERT's `do_lower_case` and
+            `not keep_accents`.
+        character_coverage: the share of characters the pieces must cover;
+            rarer characters become `<unk>`.
+        max_sentences: lines sampled for training (sentencepiece's
+            `input_sentence_size`).
+        seed: the sampling seed.
+
+    Returns:
+        A `kerasbert.tokenizers.SentencePieceTokenizer` reading the new files.
+    """
+    import tempfile
+
+    import sentencepiece
+    from tokenizers import normalizers
+
+    from kerasbert.tokenizers.sentence_piece import SentencePieceTokenizer
+
+    paths = _expand(files)
+    _check_size(vocabulary_size, 6)
+    steps = [normalizers.Replace("``", '"'), normalizers.Replace("''", '"')]
+    if strip_accents:
+        steps += [normalizers.NFKD(), normalizers.StripAccents()]
+    if lowercase:
+        steps.append(normalizers.Lowercase())
+    normalizer = normalizers.Sequence(steps)
+    with tempfile.TemporaryDirectory() as work:
+        text = os.path.join(work, "text.txt")
+        with open(text, "w", encoding="utf-8") as out:
+            for path in paths:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for line in f:
+                        line = normalizer.normalize_str(line.strip())
+                        if line:
+                            out.write(line + "\n")
+        sentencepiece.set_random_generator_seed(seed)
+        sentencepiece.SentencePieceTrainer.train(
+            input=text, model_prefix=os.path.join(work, "spiece"), vocab_size=vocabulary_size,
+            model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+            control_symbols=["[CLS]", "[SEP]", "[MASK]"], character_coverage=character_coverage,
+            input_sentence_size=max_sentences, shuffle_input_sentence=True,
+            minloglevel=2, num_threads=os.cpu_count() or 1,
+        )
+        tokenizer = SentencePieceTokenizer(
+            os.path.join(work, "spiece.model"), lowercase=lowercase, strip_accents=strip_accents
+        )
+    tokenizer.save_to_preset(output_dir)
+    return tokenizer
+
+
+def train_bpe(
+    files,
+    vocabulary_size,
+    output_dir,
+    min_frequency=2,
+    add_prefix_space=False,
+    trim_offsets=True,
+):
+    """Trains a byte-level BPE vocabulary (RoBERTa, GPT-2) and returns its
+    tokenizer.
+
+    The vocabulary starts with RoBERTa's special tokens (<s>, <pad>, </s>,
+    <unk>, <mask> at ids 0..4) and the 256 byte symbols, so every text can
+    be tokenized.
+
+    Args:
+        files: a path, a glob pattern, or a list of them: plain-text files.
+        vocabulary_size: the number of tokens, special tokens included
+            (at least 261).
+        output_dir: where `vocab.json`, `merges.txt` and
+            `tokenizer_config.json` go.
+        min_frequency: pairs seen fewer times are not merged.
+        add_prefix_space, trim_offsets: the tokenizer's flags (see
+            `BytePairTokenizer`).
+
+    Returns:
+        A `kerasbert.tokenizers.BytePairTokenizer` reading the new files.
+    """
+    import tempfile
+
+    from tokenizers import ByteLevelBPETokenizer
+
+    from kerasbert.tokenizers.byte_pair import BytePairTokenizer
+
+    paths = _expand(files)
+    _check_size(vocabulary_size, 261)
+    trainer = ByteLevelBPETokenizer(add_prefix_space=add_prefix_space, trim_offsets=trim_offsets)
+    trainer.train(
+        paths, vocab_size=vocabulary_size, min_frequency=min_frequency, show_progress=False,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    )
+    with tempfile.TemporaryDirectory() as work:
+        vocab, merges = trainer.save_model(work)
+        tokenizer = BytePairTokenizer(
+            vocab, merges, add_prefix_space=add_prefix_space, trim_offsets=trim_offsets
+        )
+    tokenizer.save_to_preset(output_dir)
+    return tokenizer

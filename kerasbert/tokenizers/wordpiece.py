@@ -4,12 +4,11 @@ transformers' fast BERT tokenizer."""
 import re
 
 import keras
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from kerasbert.tokenizers import unicode
-from kerasbert.tokenizers.base import Tokenizer
+from kerasbert.tokenizers.base import Tokenizer, utf8_length
 
 _WORD_KEY = 2**32  # word index * _WORD_KEY + byte offset: one sortable key
 
@@ -18,10 +17,6 @@ def _lookup_class(edges, classes, code_points):
     return tf.gather(classes, tf.searchsorted(edges, code_points, side="right") - 1)
 
 
-def _utf8_length(code_points):
-    return 1 + tf.cast(code_points >= 0x80, tf.int32) + tf.cast(
-        code_points >= 0x800, tf.int32
-    ) + tf.cast(code_points >= 0x10000, tf.int32)
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
@@ -95,16 +90,7 @@ class WordPieceTokenizer(Tokenizer):
         self.suffix_indicator = suffix_indicator
         self.max_word_length = max_word_length
         self.special_tokens_in_text = special_tokens_in_text
-        self.special_tokens = {
-            "cls": cls_token, "sep": sep_token, "pad": pad_token,
-            "mask": mask_token, "unk": unknown_token,
-        }
-        missing = [t for t in self.special_tokens.values() if t not in self._token_to_id]
-        if missing:
-            raise ValueError(
-                f"The vocabulary lacks the special token(s) {missing}; pass the "
-                "names this vocabulary uses (e.g. unknown_token='<unk>')."
-            )
+        self._set_special_tokens(cls_token, sep_token, pad_token, mask_token, unknown_token)
         self._set_special_tokens_in_text(self.special_tokens.values() if special_tokens_in_text else ())
         rules = unicode.BertCharacterRules(lowercase, strip_accents, clean_text, tokenize_chinese_chars)
         self._rules = {
@@ -181,7 +167,7 @@ class WordPieceTokenizer(Tokenizer):
 
         # 3. Sub-words, with byte offsets inside each word -> input characters.
         ids, byte_starts, byte_ends = self._wordpiece.tokenize_with_offsets(words)
-        char_bytes = tf.cast(_utf8_length(value), tf.int64)
+        char_bytes = tf.cast(utf8_length(value), tf.int64)
         byte_in_word = tf.cumsum(char_bytes, exclusive=True) - tf.gather(
             tf.cumsum(char_bytes, exclusive=True), tf.gather(word_chars.row_starts(), word_id)
         )
@@ -209,13 +195,7 @@ class WordPieceTokenizer(Tokenizer):
         "##" join the previous token, and ".", ",", "?", "!" attach to the
         word before them. Special tokens are kept. A batch (list of lists or
         ragged tensor) gives a 1-D tf.string tensor; one sequence, a str."""
-        single = False
-        if isinstance(ids, tf.RaggedTensor):
-            batch = ids
-        else:
-            rows = ids.numpy().tolist() if isinstance(ids, tf.Tensor) else np.asarray(ids, dtype=object).tolist()
-            single = not rows or not isinstance(rows[0], list)
-            batch = tf.ragged.constant([rows] if single else rows, dtype=tf.int32)
+        batch, single = self._ids_as_batch(ids)
         tokens = self.id_to_token_tensor(batch.flat_values)
         position = tf.range(tf.size(tokens, tf.int64)) - tf.gather(batch.row_starts(), batch.value_rowids())
         prefix = re.escape(self.suffix_indicator)
@@ -246,11 +226,7 @@ class WordPieceTokenizer(Tokenizer):
             strip_accents=self.strip_accents,
             clean_text=self.clean_text,
             tokenize_chinese_chars=self.tokenize_chinese_chars,
-            unknown_token=self.unknown_token,
-            cls_token=self.special_tokens["cls"],
-            sep_token=self.special_tokens["sep"],
-            pad_token=self.special_tokens["pad"],
-            mask_token=self.special_tokens["mask"],
+            **self._special_token_config(),
             suffix_indicator=self.suffix_indicator,
             max_word_length=self.max_word_length,
             special_tokens_in_text=self.special_tokens_in_text,
