@@ -237,14 +237,19 @@ class SentencePieceTokenizer(Tokenizer):
         # Entry of the first character, else of the first 2, else 3 characters.
         single_slot = tf.minimum(tf.searchsorted(r["charsmap_keys"], value), tf.size(r["charsmap_keys"]) - 1)
         single = tf.equal(tf.gather(r["charsmap_keys"], single_slot), value)
-        text = tf.strings.unicode_encode(value[:, None], "UTF-8")
-        following = tf.gather(text, tf.minimum(tf.range(n) + 1, n - 1))
-        two = tf.strings.join([text, following])
-        three = tf.strings.join([two, tf.gather(text, tf.minimum(tf.range(n) + 2, n - 1))])
         cluster_size = tf.gather(size, cluster)
-        sequence2 = tf.where(whole & (cluster_size >= 2), self._sequence_table.lookup(two), -1)
-        sequence3 = tf.where(whole & (cluster_size >= 3), self._sequence_table.lookup(three), -1)
-        sequence = tf.where(sequence2 >= 0, sequence2, sequence3)
+        # Sequence entries, looked up only at the (few) short multi-character clusters.
+        at = tf.where(whole)[:, 0]  # (candidates,)
+
+        def text_at(shift):
+            return tf.strings.unicode_encode(tf.gather(value, tf.minimum(at + shift, n - 1))[:, None], "UTF-8")
+
+        two = tf.strings.join([text_at(0), text_at(1)])
+        three = tf.strings.join([two, text_at(2)])
+        size_at = tf.gather(cluster_size, at)
+        found = tf.where(size_at >= 2, self._sequence_table.lookup(two), -1)
+        found = tf.where((found < 0) & (size_at >= 3), self._sequence_table.lookup(three), found)
+        sequence = tf.tensor_scatter_nd_update(tf.fill([n], -1), at[:, None], found)  # (n,)
         replaced = whole & (single | (sequence >= 0))  # the cluster becomes one entry's string
         inside_replaced = tf.gather(replaced, cluster_start) & joins
         use_sequence = replaced & ~single
@@ -422,12 +427,36 @@ class SentencePieceTokenizer(Tokenizer):
         first = last - tf.gather(best_length, chosen) + 1
         return first, last, tf.gather(best_id, chosen)
 
+    def _segment_words(self, value, piece_id):
+        """`_viterbi` on each distinct pre-token of the batch once (words
+        repeat: far fewer characters to search), results copied back to
+        every occurrence; same outputs as `_viterbi(value, piece_id)`."""
+        num_pieces = tf.reduce_max(tf.concat([piece_id, [-1]], 0)) + 1
+        chars = tf.RaggedTensor.from_value_rowids(value, piece_id, nrows=num_pieces, validate=False)
+        distinct, which = tf.unique(tf.strings.unicode_encode(chars, "UTF-8"), out_idx=tf.int64)
+        count = tf.size(distinct, tf.int64)
+        exemplar = tf.math.unsorted_segment_min(tf.range(num_pieces), which, count)  # first occurrence
+        unique_chars = tf.gather(chars, exemplar)  # (distinct, None)
+        unique_piece = unique_chars.value_rowids()
+        first, last, ids = self._viterbi(unique_chars.flat_values, unique_piece)
+        owner = tf.gather(unique_piece, first)  # (tokens,) the distinct pre-token of each token
+        offset = tf.gather(unique_chars.row_starts(), owner)
+
+        def per_piece(flat):  # (distinct tokens,) -> (all tokens,), in text order
+            return tf.gather(
+                tf.RaggedTensor.from_value_rowids(flat, owner, nrows=count, validate=False), which
+            )
+
+        first, last, ids = per_piece(first - offset), per_piece(last - offset), per_piece(ids)
+        start = tf.gather(chars.row_starts(), first.value_rowids())  # the pre-token's first character
+        return first.flat_values + start, last.flat_values + start, ids.flat_values
+
     # -- The whole pipeline -----------------------------------------------------
 
     def _tokenize_text(self, texts):
         value, row, origin = self._normalize(texts)
         value, piece_id, row, origin = self._pieces(value, row, origin)
-        first, last, ids = self._viterbi(value, piece_id)
+        first, last, ids = self._segment_words(value, piece_id)
         # Consecutive unknown characters of a pre-token fuse into one token.
         is_unk = tf.equal(ids, self._unk_id)
         token_piece = tf.gather(piece_id, first)
