@@ -50,14 +50,16 @@ def uncased(corpus, tmp_path_factory):
     return tokenizer, directory
 
 
-def train_raw(corpus, directory):
-    """A model trained directly with sentencepiece on raw (cased, accented) text."""
+def train_raw(corpus, directory, rule="nmt_nfkc", sentences=60_000):
+    """A model trained directly with sentencepiece on raw (cased, accented)
+    text, with one of its normalisation rules (the charsmap it stores)."""
     import sentencepiece
 
     sentencepiece.SentencePieceTrainer.train(
         input=corpus, model_prefix=str(directory / "spiece"), vocab_size=2500, model_type="unigram",
         pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-        input_sentence_size=60_000, shuffle_input_sentence=True, minloglevel=2,
+        input_sentence_size=sentences, shuffle_input_sentence=True, minloglevel=2,
+        normalization_rule_name=rule,
     )
     (directory / "spiece.vocab").unlink()
 
@@ -124,6 +126,16 @@ def test_keep_accents_grapheme_clusters(corpus, tmp_path):
     marks = [chr(c) for c in range(0x300, 0x370)] + ["\u200d", "\u200c", "\u0e33", "\U0001f3fb"]
     texts = AWKWARD_PLUS + [unicodedata.normalize("NFD", text) for text, _ in rotten_tomatoes()[:3000]]
     texts += ["e" + m + " \u00a0" + m + " \uff21" + m + " x" + m + m + " \r\n" for m in marks]
+    assert_same_as_reference(tokenizer, reference(str(tmp_path)), texts)
+
+
+@pytest.mark.parametrize("rule", ["nfkc_cf", "identity"])
+def test_other_normalisation_rules(corpus, tmp_path, rule):
+    """Charsmaps other than the default nmt_nfkc: case folding, none at all."""
+    train_raw(corpus, tmp_path, rule=rule, sentences=20_000)
+    tokenizer = kerasbert.Tokenizer.from_preset(str(tmp_path))
+    assert bool(tokenizer.precompiled_charsmap) == (rule != "identity")
+    texts = AWKWARD_PLUS + [text for text, _ in rotten_tomatoes()[:1000]]
     assert_same_as_reference(tokenizer, reference(str(tmp_path)), texts)
 
 
