@@ -4,6 +4,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 
 import kerasbert
 
@@ -179,3 +180,11 @@ def assert_same_as_reference(tokenizer, hf, texts, batch=4096):
             assert list(zip(starts[j], ends[j])) == [tuple(o) for o in expected["offset_mapping"][j]], (
                 f"offsets differ on {text[:200]!r}"
             )
+
+
+# The tokenizers are one TensorFlow graph whatever the Keras backend: their
+# corpus-wide parity and file checks run once, in the tensorflow pass of the
+# suite; the other passes run the checks that touch Keras.
+tensorflow_pass_only = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="same TensorFlow graph on every backend; checked once"
+)

@@ -15,6 +15,7 @@ from helpers import (
     kjv_lines,
     reference_tokenizer,
     rotten_tomatoes,
+    tensorflow_pass_only,
 )
 
 import kerasbert
@@ -25,14 +26,6 @@ MASK_TEXTS = [
     "a <mask><mask> b", "x\n<mask>", "<mask> ", "\u3000<mask>\u3000", "<s>hello</s>", "hello<s>é",
     "un<mask>able", "it's <pad>'s <unk>", "<mask" + ">" * 3, "< mask >", "<MASK>", "😀<mask>😀",
 ]
-
-
-# The tokenizer is one TensorFlow graph whatever the Keras backend: parity and
-# file checks run once, in the tensorflow run of the suite; the other backends
-# run the checks that touch Keras (serialization, tf.data, inputs).
-once = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="same TensorFlow graph on every backend; checked once"
-)
 
 
 def reference(directory, **kwargs):
@@ -63,19 +56,19 @@ def prefix_pair(roberta_dir):
     return tokenizer, reference(roberta_dir, add_prefix_space=True)
 
 
-@once
+@tensorflow_pass_only
 def test_real_review_snippets(pair):
     texts = [text for text, _ in rotten_tomatoes()]
     assert len(texts) == 12808
     assert_same_as_reference(*pair, texts)
 
 
-@once
+@tensorflow_pass_only
 def test_public_domain_book(pair):
     assert_same_as_reference(*pair, kjv_lines())
 
 
-@once
+@tensorflow_pass_only
 def test_awkward_and_long_inputs(pair):
     rng = np.random.default_rng(0)
     letters = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), 100_000))
@@ -87,7 +80,7 @@ def test_awkward_and_long_inputs(pair):
     assert_same_as_reference(*pair, texts, batch=8)
 
 
-@once
+@tensorflow_pass_only
 def test_every_code_point(pair):
     """All 1,112,064 code points, after letters, digits, spaces, punctuation,
     apostrophes and other whitespace, and doubled."""
@@ -100,13 +93,13 @@ def test_every_code_point(pair):
     assert_same_as_reference(*pair, texts)
 
 
-@once
+@tensorflow_pass_only
 def test_add_prefix_space(prefix_pair):
     texts = [text for text, _ in rotten_tomatoes()[:2000]] + AWKWARD + MASK_TEXTS + ["\u00a0hello", "é", ""]
     assert_same_as_reference(*prefix_pair, texts)
 
 
-@once
+@tensorflow_pass_only
 def test_mask_swallows_whitespace_on_its_left(pair):
     tokenizer, hf = pair
     assert_same_as_reference(tokenizer, hf, MASK_TEXTS)
@@ -116,7 +109,7 @@ def test_mask_swallows_whitespace_on_its_left(pair):
     assert (starts.numpy()[1], ends.numpy()[1]) == (5, 11)  # the whitespace is not part of its span
 
 
-@once
+@tensorflow_pass_only
 def test_bare_files_load_like_transformers():
     """vocab.json + merges.txt without tokenizer_config.json: transformers v5
     gives <mask> no lstrip, and so does kerasbert."""
@@ -125,7 +118,7 @@ def test_bare_files_load_like_transformers():
     assert_same_as_reference(tokenizer, reference(gpt2_directory()), MASK_TEXTS + AWKWARD)
 
 
-@once
+@tensorflow_pass_only
 def test_tokenizer_json_directory(pair, tmp_path):
     _, hf = pair
     hf.save_pretrained(str(tmp_path))
@@ -138,7 +131,7 @@ def test_tokenizer_json_directory(pair, tmp_path):
     assert_same_as_reference(tokenizer, reference(str(tmp_path)), MASK_TEXTS + AWKWARD)
 
 
-@once
+@tensorflow_pass_only
 def test_other_bpe_tokenizer_json_is_refused(pair, tmp_path):
     _, hf = pair
     hf.save_pretrained(str(tmp_path))
@@ -149,7 +142,7 @@ def test_other_bpe_tokenizer_json_is_refused(pair, tmp_path):
         kerasbert.Tokenizer.from_preset(str(tmp_path))
 
 
-@once
+@tensorflow_pass_only
 def test_detokenize_matches_transformers_decode(pair):
     tokenizer, hf = pair
     texts = ["The unaffable fox, quickly!", "Amélie's café 😀 日本語", " <mask> x\t\ty ", ""]
@@ -162,7 +155,7 @@ def test_detokenize_matches_transformers_decode(pair):
         assert tokenizer.detokenize(part) == hf.decode(part)
 
 
-@once
+@tensorflow_pass_only
 def test_save_and_load_round_trip(pair, tmp_path):
     tokenizer, _ = pair
     tokenizer.save_to_preset(str(tmp_path))
@@ -174,7 +167,7 @@ def test_save_and_load_round_trip(pair, tmp_path):
     assert auto("a <mask>", add_special_tokens=False)["input_ids"] == loaded("a <mask>").numpy().tolist()
 
 
-@once
+@tensorflow_pass_only
 def test_trained_vocabulary_loads_in_both_libraries(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(kjv_lines()[:20000]), encoding="utf-8")

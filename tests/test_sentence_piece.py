@@ -19,16 +19,11 @@ from helpers import (
     kjv_lines,
     reference_tokenizer,
     rotten_tomatoes,
+    tensorflow_pass_only,
 )
 
 import kerasbert
 from kerasbert.tokenizers import SentencePieceTokenizer, train_sentencepiece
-
-# The tokenizer is TensorFlow ops whatever the Keras backend: the corpus-wide
-# parity checks run once, in the TensorFlow pass of `make test`.
-tensorflow_pass_only = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="backend-independent TF ops; checked in the tensorflow pass"
-)
 
 
 def reference(directory, **kwargs):

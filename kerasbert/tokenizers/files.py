@@ -42,13 +42,20 @@ def tokenizer_from_directory(directory):
 
 
 def _special_names(config, default):
+    """The special-token constructor arguments (`cls_token`, ...,
+    `unknown_token`) from tokenizer_config.json's `<kind>_token` entries."""
     names = {}
     for kind, fallback in default.items():
         value = config.get(f"{kind}_token", fallback)
         if isinstance(value, dict):  # serialised AddedToken
             value = value.get("content", fallback)
-        names[f"{kind}_token"] = value
+        names["unknown_token" if kind == "unk" else f"{kind}_token"] = value
     return names
+
+
+def _special_entries(special):
+    """A tokenizer's special tokens as tokenizer_config.json entries."""
+    return {f"{kind}_token": token for kind, token in special.items()}
 
 
 _BERT_SPECIALS = {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "mask": "[MASK]", "unk": "[UNK]"}
@@ -61,7 +68,6 @@ def _wordpiece(vocab_path, config, spec):
     strip_accents = config.get("strip_accents", spec.get("strip_accents"))
     chinese = config.get("tokenize_chinese_chars", spec.get("tokenize_chinese_chars", True))
     names = _special_names(config, _BERT_SPECIALS)
-    names["unknown_token"] = names.pop("unk_token")
     return WordPieceTokenizer(
         vocab_path, lowercase=lowercase, strip_accents=strip_accents,
         tokenize_chinese_chars=chinese, **names,
@@ -113,7 +119,7 @@ def _wordpiece_from_json(data, model, config):
     if [i for _, i in ordered] != list(range(len(ordered))):
         raise ValueError("tokenizer.json's WordPiece vocabulary ids are not 0..n-1.")
     names = _special_names(config, _BERT_SPECIALS)
-    names["unknown_token"] = model.get("unk_token", names.pop("unk_token"))
+    names["unknown_token"] = model.get("unk_token", names["unknown_token"])
     return WordPieceTokenizer(
         [token for token, _ in ordered],
         lowercase=normalizer.get("lowercase", True),
@@ -142,8 +148,7 @@ def write_wordpiece_files(tokenizer, directory):
             "do_lower_case": tokenizer.lowercase,
             "strip_accents": tokenizer.strip_accents,
             "tokenize_chinese_chars": tokenizer.tokenize_chinese_chars,
-            "unk_token": special["unk"], "cls_token": special["cls"], "sep_token": special["sep"],
-            "pad_token": special["pad"], "mask_token": special["mask"],
+            **_special_entries(special),
         },
     )
     return directory
@@ -152,12 +157,6 @@ def write_wordpiece_files(tokenizer, directory):
 # -- SentencePiece (ALBERT) ------------------------------------------------------
 
 _ALBERT_SPECIALS = {"cls": "[CLS]", "sep": "[SEP]", "pad": "<pad>", "mask": "[MASK]", "unk": "<unk>"}
-
-
-def _sentencepiece_names(config):
-    names = _special_names(config, _ALBERT_SPECIALS)
-    names["unknown_token"] = names.pop("unk_token")
-    return names
 
 
 def _lstrip_tokens(added_tokens):
@@ -185,7 +184,7 @@ def _sentencepiece(model_path, config, spec):
         strip_accents=not keep_accents,
         add_prefix_space=config.get("add_prefix_space", True),
         lstrip_tokens=_lstrip_tokens(config.get("added_tokens_decoder")),
-        **_sentencepiece_names(config),
+        **_special_names(config, _ALBERT_SPECIALS),
     )
 
 
@@ -239,7 +238,7 @@ def _sentencepiece_from_json(data, model, config):
     if not whitespace_split and not collapse_spaces:
         raise ValueError("tokenizer.json's Metaspace-only pre-tokenizer without the ' {2,}' normalizer is not supported.")
     vocabulary = [(piece, score) for piece, score in model["vocab"]]
-    names = _sentencepiece_names(config)
+    names = _special_names(config, _ALBERT_SPECIALS)
     unk_id = model.get("unk_id")
     if unk_id is not None:
         names["unknown_token"] = vocabulary[unk_id][0]
@@ -338,8 +337,7 @@ def write_sentencepiece_files(tokenizer, directory):
             "do_lower_case": tokenizer.lowercase,
             "keep_accents": not tokenizer.strip_accents,
             "add_prefix_space": tokenizer.add_prefix_space,
-            "unk_token": special["unk"], "cls_token": special["cls"], "sep_token": special["sep"],
-            "pad_token": special["pad"], "mask_token": special["mask"],
+            **_special_entries(special),
             "bos_token": special["cls"], "eos_token": special["sep"],
             "added_tokens_decoder": added,
         },
@@ -350,12 +348,6 @@ def write_sentencepiece_files(tokenizer, directory):
 # -- Byte-level BPE (GPT-2, RoBERTa) ----------------------------------------------
 
 _ROBERTA_SPECIALS = {"cls": "<s>", "sep": "</s>", "pad": "<pad>", "mask": "<mask>", "unk": "<unk>"}
-
-
-def _byte_pair_names(config):
-    names = _special_names(config, _ROBERTA_SPECIALS)
-    names["unknown_token"] = names.pop("unk_token")
-    return names
 
 
 def _mask_lstrip(config, added_tokens, mask_token):
@@ -372,7 +364,7 @@ def _mask_lstrip(config, added_tokens, mask_token):
 def _byte_pair(vocab_path, merges_path, config):
     from kerasbert.tokenizers.byte_pair import BytePairTokenizer
 
-    names = _byte_pair_names(config)
+    names = _special_names(config, _ROBERTA_SPECIALS)
     return BytePairTokenizer(
         vocab_path, merges_path,
         add_prefix_space=config.get("add_prefix_space", False),
@@ -401,7 +393,7 @@ def _byte_pair_from_json(data, model, config):
             "tokenizer.json holds a BPE model kerasbert does not reproduce: "
             + "; ".join(problems) + ". kerasbert reads byte-level BPE (GPT-2, RoBERTa) files."
         )
-    names = _byte_pair_names(config)
+    names = _special_names(config, _ROBERTA_SPECIALS)
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
     return BytePairTokenizer(
         model["vocab"], merges,
@@ -438,8 +430,8 @@ def write_byte_pair_files(tokenizer, directory):
             "clean_up_tokenization_spaces": False,
             "errors": "replace",
             "bos_token": special["cls"], "eos_token": special["sep"],
-            "cls_token": special["cls"], "sep_token": special["sep"], "unk_token": special["unk"],
-            "pad_token": special["pad"], "mask_token": mask,
+            **_special_entries(special),
+            "mask_token": mask,
         },
     )
     return directory
