@@ -7,7 +7,7 @@ Examples:
 4385920
 """
 
-from kerasbert import convert, layers, preprocessing, tokenizers
+from kerasbert import convert, layers, optimizers, preprocessing, tasks, tokenizers
 from kerasbert.encoder import Encoder
 from kerasbert.preprocessing import Packer
 from kerasbert.presets import (
@@ -17,20 +17,28 @@ from kerasbert.presets import (
     list_presets,
     save_to_preset,
 )
+from kerasbert.pretraining import pretrain
+from kerasbert.tasks import BertPretrainer, ElectraPretrainer, MaskedLM
 from kerasbert.tokenizers import Tokenizer
 
 __version__ = "0.1.0"
 __all__ = [
+    "BertPretrainer",
+    "ElectraPretrainer",
     "Encoder",
+    "MaskedLM",
     "Packer",
     "PresetNotAvailableError",
     "convert",
     "from_preset",
     "get_preset",
     "layers",
+    "optimizers",
     "preprocessing",
+    "pretrain",
     "list_presets",
     "save_to_preset",
+    "tasks",
     "Tokenizer",
     "tokenizers",
 ]

@@ -85,6 +85,35 @@ def document_attention_mask(padding_mask):
     return allowed[:, None, :, :]  # (batch, 1, seq, seq): one mask for all heads
 
 
+def _embed(layers, inputs):
+    """Token + segment + position embeddings, LayerNorm, dropout:
+    `(batch, seq, width)`, before any projection to `hidden_dim`."""
+    x = layers["token_embedding"](inputs["token_ids"])  # (batch, seq, width)
+    if layers["segment_embedding"] is not None:
+        segments = inputs["segment_ids"]
+        if layers["segment_embedding"].input_dim == 1:
+            # One segment (RoBERTa): 0 is the only valid id, whatever the
+            # placeholder values Keras builds the graph with on torch.
+            segments = ops.zeros_like(segments)
+        x = x + layers["segment_embedding"](segments)
+    x = x + layers["position_embedding"](inputs["padding_mask"])
+    return layers["embeddings_dropout"](layers["embeddings_layer_norm"](x))
+
+
+def _transform(layers, x, padding_mask, num_layers, groups, num_inner_layers):
+    """Embeddings `(batch, seq, width)` -> sequence output `(batch, seq, hidden)`:
+    the projection (if any), then the transformer blocks."""
+    if layers["embeddings_projection"] is not None:
+        x = layers["embeddings_projection"](x)  # (batch, seq, hidden)
+    attention_mask = document_attention_mask(padding_mask)  # (batch, 1, seq, seq)
+    blocks = layers["transformer_blocks"]
+    for i in range(num_layers):
+        group = int(i / (num_layers / groups))  # the Hugging Face ALBERT rule
+        for j in range(num_inner_layers):
+            x = blocks[group * num_inner_layers + j](x, attention_mask=attention_mask)
+    return x
+
+
 @keras.saving.register_keras_serializable(package="kerasbert")
 class Encoder(keras.Model):
     """A bidirectional transformer encoder covering the whole BERT family.
@@ -279,19 +308,17 @@ class Encoder(keras.Model):
             inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
         inputs["padding_mask"] = keras.Input((None,), dtype="int32", name="padding_mask")
 
-        x = token_embedding(inputs["token_ids"])  # (batch, seq, width)
-        if num_segments:
-            x = x + segment_embedding(inputs["segment_ids"])
-        x = x + position_embedding(inputs["padding_mask"])
-        x = embeddings_dropout(embeddings_layer_norm(x))
-        if embedding_dim is not None:
-            x = embeddings_projection(x)  # (batch, seq, hidden)
-        attention_mask = document_attention_mask(inputs["padding_mask"])  # (batch, 1, seq, seq)
-        for i in range(num_layers):
-            group = int(i / (num_layers / groups))  # the Hugging Face ALBERT rule
-            for j in range(num_inner_layers):
-                block = transformer_blocks[group * num_inner_layers + j]
-                x = block(x, attention_mask=attention_mask)
+        layers = {
+            "token_embedding": token_embedding,
+            "segment_embedding": segment_embedding,
+            "position_embedding": position_embedding,
+            "embeddings_layer_norm": embeddings_layer_norm,
+            "embeddings_dropout": embeddings_dropout,
+            "embeddings_projection": embeddings_projection,
+            "transformer_blocks": transformer_blocks,
+        }
+        x = _embed(layers, inputs)  # (batch, seq, width)
+        x = _transform(layers, x, inputs["padding_mask"], num_layers, groups, num_inner_layers)
         first_token = x[:, 0, :]  # (batch, hidden)
         pooled = pooler_dense(first_token) if pooler else first_token
         outputs = {"sequence_output": x, "pooled_output": pooled}
@@ -324,6 +351,40 @@ class Encoder(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+    # Pieces of the graph, for tasks that reuse the encoder's layers in a
+    # graph of their own (ELECTRA's generator shares the discriminator's
+    # embeddings by calling `discriminator.embed`).
+
+    def _layer_map(self):
+        return {
+            "token_embedding": self.token_embedding,
+            "segment_embedding": self.segment_embedding,
+            "position_embedding": self.position_embedding,
+            "embeddings_layer_norm": self.embeddings_layer_norm,
+            "embeddings_dropout": self.embeddings_dropout,
+            "embeddings_projection": self.embeddings_projection,
+            "transformer_blocks": self.transformer_blocks,
+        }
+
+    @property
+    def embedding_width(self):
+        """The width of the token embeddings: `embedding_dim`, or `hidden_dim`."""
+        return self.hidden_dim if self.embedding_dim is None else self.embedding_dim
+
+    def embed(self, inputs):
+        """The embeddings of `inputs` (the encoder's input dict), `(batch, seq,
+        embedding_width)`: token + segment + position vectors, LayerNorm and
+        dropout, before the projection to `hidden_dim`."""
+        return _embed(self._layer_map(), inputs)
+
+    def transform(self, embeddings, padding_mask):
+        """Embeddings `(batch, seq, embedding_width)` -> `sequence_output`
+        `(batch, seq, hidden_dim)`: the projection, then every layer."""
+        groups = self.num_layers if self.num_layer_groups is None else self.num_layer_groups
+        return _transform(
+            self._layer_map(), embeddings, padding_mask, self.num_layers, groups, self.num_inner_layers
+        )
 
     def save_to_preset(self, preset_dir, **metadata):
         """Writes this encoder as a kerasbert preset directory that

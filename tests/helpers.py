@@ -83,7 +83,8 @@ def make_hf_checkpoint(directory, model_type, seed=0, **config):
     return model
 
 
-def hf_outputs(model, inputs):
+def hf_call(model, inputs):
+    """A transformers model (eval mode, no gradient) on our encoder inputs."""
     import torch
 
     kwargs = {
@@ -93,7 +94,11 @@ def hf_outputs(model, inputs):
     if "segment_ids" in inputs:
         kwargs["token_type_ids"] = torch.tensor(inputs["segment_ids"], dtype=torch.long)
     with torch.no_grad():
-        out = model(**kwargs)
+        return model.eval()(**kwargs)
+
+
+def hf_outputs(model, inputs):
+    out = hf_call(model, inputs)
     result = {"sequence_output": out.last_hidden_state.numpy()}
     if getattr(out, "pooler_output", None) is not None:
         result["pooled_output"] = out.pooler_output.numpy()

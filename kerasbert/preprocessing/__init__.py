@@ -7,6 +7,10 @@ from kerasbert.preprocessing.document_packing import pack_documents
 from kerasbert.preprocessing.masking import MaskedLMMasker
 from kerasbert.preprocessing.packer import Packer
 from kerasbert.preprocessing.preprocessors import MaskedLMPreprocessor, TextPreprocessor
+from kerasbert.preprocessing.pretraining_data import (
+    pretraining_dataset,
+    pretraining_examples,
+)
 from kerasbert.preprocessing.sentence_pairs import make_sentence_pairs, read_documents
 
 __all__ = [
@@ -18,5 +22,7 @@ __all__ = [
     "make_sentence_pairs",
     "pack_documents",
     "padding_fraction",
+    "pretraining_dataset",
+    "pretraining_examples",
     "read_documents",
 ]

@@ -19,6 +19,11 @@ class MaskedLMMasker(PreprocessingLayer):
     selection, so mapping the masker over a `tf.data` pipeline masks every
     epoch differently (RoBERTa's dynamic masking).
 
+    Calling it with `seed=` (two integers) instead makes every random draw
+    a pure function of the inputs and that seed (stateless random ops): a
+    pipeline that masks batch `k` with `seed=[base_seed, k]` re-creates
+    exactly the same masks when it resumes at batch `k`.
+
     With `whole_word=True`, sub-words that continue a word (ids listed in
     `continuation_ids`, e.g. WordPiece's "##" pieces) are masked together
     with the word they belong to; words are added while they fit in the
@@ -42,7 +47,15 @@ class MaskedLMMasker(PreprocessingLayer):
             fractions replaced by `mask_id` and by a random token.
         whole_word: select whole words.
         continuation_ids: ids that continue the previous token's word.
-        seed: an optional integer seed for a reproducible sequence of masks.
+        seed: an optional integer seed for a reproducible sequence of masks
+            (calls without a `seed=` argument).
+
+    Call arguments:
+        inputs: a dict of `token_ids` and `padding_mask` (batch, seq); other
+            entries (e.g. `segment_ids`) pass through.
+        seed: optional, an int tensor or array of shape `(2,)`: the masks
+            are then a pure function of `(inputs, seed)`, and the layer's own
+            random state is neither used nor advanced.
 
     Examples:
     >>> masker = MaskedLMMasker(vocabulary_size=1000, mask_id=4,
@@ -53,6 +66,17 @@ class MaskedLMMasker(PreprocessingLayer):
     ['mask_ids', 'mask_positions', 'mask_weights', 'padding_mask', 'token_ids']
     >>> tuple(out["mask_positions"].shape)
     (1, 4)
+
+    Stateless: the same seed, the same masks.
+
+    >>> inputs = {"token_ids": [[2, 10, 11, 12, 13, 14, 15, 16, 3]],
+    ...           "padding_mask": [[1, 1, 1, 1, 1, 1, 1, 1, 1]]}
+    >>> a = masker(inputs, seed=[7, 0])
+    >>> b = masker(inputs, seed=[7, 0])
+    >>> bool((a["mask_positions"] == b["mask_positions"]).numpy().all())
+    True
+    >>> bool((a["token_ids"] == b["token_ids"]).numpy().all())
+    True
     """
 
     def __init__(
@@ -115,10 +139,26 @@ class MaskedLMMasker(PreprocessingLayer):
             kwargs["continuation_ids"] = tokenizer.continuation_ids()
         return cls(tokenizer.vocabulary_size(), ids["mask"], **kwargs)
 
-    def _uniform(self, shape):
-        return self._generator.uniform(shape)
+    def _draws(self, seed):
+        """`uniform(shape)` functions for the three random draws of a call:
+        selection scores, the 80/10/10 choice, the random replacements."""
+        if seed is None:
+            return [self._generator.uniform] * 3
+        seed = tf.convert_to_tensor(seed)
+        if not seed.dtype.is_integer or (seed.shape.rank is not None and seed.shape != [2]):
+            raise ValueError(
+                f"seed must be two integers (shape (2,)), e.g. [base_seed, step]; "
+                f"got a {seed.dtype.name} tensor of shape {seed.shape}."
+            )
+        # One independent sub-seed per draw, each a function of `seed` only.
+        seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), num=3)  # (3, 2)
+        return [
+            lambda shape, s=seeds[i]: tf.random.stateless_uniform(shape, seed=s)
+            for i in range(3)
+        ]
 
-    def call(self, inputs):
+    def call(self, inputs, seed=None):
+        score_uniform, choice_uniform, token_uniform = self._draws(seed)
         token_ids = tf.convert_to_tensor(inputs["token_ids"], tf.int32)  # (batch, seq)
         padding_mask = tf.convert_to_tensor(inputs["padding_mask"], tf.int32)
         shape = tf.shape(token_ids)
@@ -130,7 +170,7 @@ class MaskedLMMasker(PreprocessingLayer):
         budget = tf.minimum(tf.maximum(budget, 1), self.max_predictions)
         budget = tf.minimum(budget, tf.cast(count, tf.int32))  # (batch,)
 
-        score = self._uniform(tf.shape(token_ids, out_type=tf.int32))
+        score = score_uniform(tf.shape(token_ids, out_type=tf.int32))
         if self.whole_word:
             selected = self._select_whole_words(token_ids, padding_mask, selectable, budget, score)
         else:
@@ -150,13 +190,13 @@ class MaskedLMMasker(PreprocessingLayer):
         mask_ids = tf.where(weights > 0, tf.gather(token_ids, positions, batch_dims=1), 0)
 
         # 80 / 10 / 10: mask, random token, keep.
-        choice = self._uniform(tf.shape(token_ids, out_type=tf.int32))
+        choice = choice_uniform(tf.shape(token_ids, out_type=tf.int32))
         use_mask = selected & (choice < self.mask_token_rate)
         use_random = selected & (choice >= self.mask_token_rate) & (
             choice < self.mask_token_rate + self.random_token_rate
         )
         corrupted = tf.where(use_mask, self.mask_id, token_ids)
-        corrupted = tf.where(use_random, self._random_tokens(shape), corrupted)
+        corrupted = tf.where(use_random, self._random_tokens(shape, token_uniform), corrupted)
         outputs = dict(inputs)
         outputs.update(
             token_ids=corrupted,
@@ -166,12 +206,12 @@ class MaskedLMMasker(PreprocessingLayer):
         )
         return outputs
 
-    def _random_tokens(self, shape):
+    def _random_tokens(self, shape, uniform):
         # Uniform over the vocabulary without the special tokens.
         allowed = tf.constant(
             sorted(set(range(self.vocabulary_size)) - set(self.special_ids)), tf.int32
         )
-        index = tf.cast(self._uniform(shape) * tf.cast(tf.size(allowed), tf.float32), tf.int32)
+        index = tf.cast(uniform(shape) * tf.cast(tf.size(allowed), tf.float32), tf.int32)
         return tf.gather(allowed, tf.minimum(index, tf.size(allowed) - 1))
 
     def _select_whole_words(self, token_ids, padding_mask, selectable, budget, score):
@@ -180,8 +220,9 @@ class MaskedLMMasker(PreprocessingLayer):
         ids = self.continuation_ids or []
         flags = np.zeros(max(ids, default=-1) + 2, bool)
         flags[ids] = True
+        last = len(flags) - 1  # (len() of a tensor fails inside tf.data and tf.function)
         flags = tf.constant(flags)
-        continues = tf.gather(flags, tf.clip_by_value(token_ids, 0, len(flags) - 1))  # (batch, seq)
+        continues = tf.gather(flags, tf.clip_by_value(token_ids, 0, last))  # (batch, seq)
         previous_selectable = tf.concat([tf.zeros_like(selectable[:, :1]), selectable[:, :-1]], 1)
         # A word never continues across documents packed in one row.
         previous_document = tf.concat([tf.zeros_like(padding_mask[:, :1]), padding_mask[:, :-1]], 1)

@@ -65,7 +65,11 @@ def train_wordpiece(
         special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
         wordpieces_prefix="##",
     )
-    vocabulary = [t for t, _ in sorted(trainer.get_vocab().items(), key=lambda item: item[1])]
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    # The trainer numbers pieces learnt with equal counts in an arbitrary
+    # order (it differs from run to run); ids are made reproducible by
+    # sorting the pieces (WordPiece's longest-match ignores ids).
+    vocabulary = specials + sorted(set(trainer.get_vocab()) - set(specials))
     tokenizer = WordPieceTokenizer(
         vocabulary, lowercase=lowercase, strip_accents=strip_accents,
         tokenize_chinese_chars=tokenize_chinese_chars,

@@ -1,0 +1,408 @@
+"""`kerasbert.pretrain`: the `kerasbert pretrain` command as a function.
+
+From plain-text files (one sentence per line, a blank line between
+documents) to a pretrained encoder preset: a vocabulary (the preset's, or a
+new one trained on the files), examples for the objective, a task trained
+with `fit`, crash-safe checkpoints, and the final encoder with its tokenizer
+in `output/preset`.
+
+Layout of `output/`:
+
+- `run.json`: the run's settings (a resumed run must use the same ones);
+- `tokenizer/`: the vocabulary the run uses;
+- `checkpoints/step-XXXXXXXX/`: the newest `keep_checkpoints` checkpoints;
+- `history.json`: one list per metric (`loss`, `mlm_loss`, ...), one entry
+  per `log_every` steps, plus `step`;
+- `logs/`: TensorBoard logs;
+- `preset/`: the final encoder (the discriminator for ELECTRA) and its
+  tokenizer, loadable with `kerasbert.from_preset`.
+"""
+
+import dataclasses
+import glob
+import numbers
+import os
+
+import keras
+
+from kerasbert import checkpointing
+from kerasbert.utils.io import read_json, write_json
+
+OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop", "electra")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+OPTIMIZERS = ("adamw", "lamb")
+ARCHITECTURE_FLAGS = ("num_layers", "hidden_dim", "num_heads", "intermediate_dim")
+# Settings that may change when a run is resumed.
+_RESUMABLE_CHANGES = ("steps", "resume", "verbose", "jit_compile", "keep_checkpoints")
+
+
+@dataclasses.dataclass
+class PretrainingResult:
+    """What `pretrain` returns: the trained task model, its tokenizer, the
+    history (a dict of lists) and the directory of the saved preset."""
+
+    model: keras.Model
+    tokenizer: object
+    history: dict
+    preset_dir: str
+
+
+def _check_positive(name, value, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not supported; expected one of {list(choices)}.")
+
+
+def _default_log_every(steps):
+    # The largest divisor of `steps` up to 100 (and a tenth of the run).
+    target = max(1, min(100, steps // 10))
+    return next(d for d in range(target, 0, -1) if steps % d == 0)
+
+
+def _check_precision_runs_here(precision, jit_compile):
+    if precision == "mixed_float16" and jit_compile is not False and keras.backend.backend() == "jax":
+        import jax
+
+        if jax.default_backend() == "cpu":
+            raise ValueError(
+                "precision='mixed_float16' with XLA cannot run on JAX's CPU backend (it has no "
+                "float16 matmul accumulating in float32); use precision='mixed_bfloat16', or "
+                "jit_compile=False, or a GPU."
+            )
+
+
+def _files(train_files):
+    patterns = [train_files] if isinstance(train_files, (str, os.PathLike)) else list(train_files)
+    paths = sorted({p for pattern in patterns for p in glob.glob(os.fspath(pattern))})
+    paths = [p for p in paths if os.path.isfile(p)]
+    if not paths:
+        raise FileNotFoundError(f"train_files={train_files!r} matches no file.")
+    return paths
+
+
+def _preset_description(preset):
+    """(encoder config, tokenizer type or None, tokenizer options) of a
+    built-in preset or a directory, without loading weights."""
+    from kerasbert.presets import from_preset, get_preset, list_presets
+
+    if preset in list_presets() and not os.path.isdir(preset):
+        spec = get_preset(preset)
+        tokenizer = dict(spec.get("tokenizer", {}))
+        return dict(spec["encoder"]), tokenizer.pop("type", None), tokenizer
+    config = from_preset(preset, load_weights=False).get_config()
+    config = {k: v for k, v in config.items() if k not in ("name", "trainable", "dtype")}
+    return config, None, {}
+
+
+def _new_vocabulary(kind, options, paths, size, directory, preset):
+    from kerasbert.tokenizers import training
+
+    if kind is None:
+        from kerasbert.tokenizers import (
+            BytePairTokenizer,
+            SentencePieceTokenizer,
+            Tokenizer,
+            WordPieceTokenizer,
+        )
+
+        existing = Tokenizer.from_preset(preset)
+        kinds = {WordPieceTokenizer: "wordpiece", SentencePieceTokenizer: "sentencepiece",
+                 BytePairTokenizer: "byte_pair"}
+        kind = kinds[type(existing)]
+        options = {"lowercase": getattr(existing, "lowercase", True)}
+    lowercase = options.get("lowercase", True)
+    if kind == "wordpiece":
+        return training.train_wordpiece(
+            paths, size, directory, lowercase=lowercase, strip_accents=options.get("strip_accents")
+        )
+    if kind == "sentencepiece":
+        return training.train_sentencepiece(
+            paths, size, directory, lowercase=lowercase, strip_accents=options.get("strip_accents", True)
+        )
+    return training.train_bpe(paths, size, directory)
+
+
+def _build_encoder(config, settings, vocabulary_size):
+    from kerasbert.encoder import Encoder
+    from kerasbert.presets import from_preset
+
+    overrides = {k: settings[k] for k in ARCHITECTURE_FLAGS if settings[k] is not None}
+    if not settings["from_scratch"]:
+        if overrides:
+            raise ValueError(
+                f"{', '.join(f'{k}={v}' for k, v in overrides.items())} changes the architecture, "
+                "so the preset's weights cannot be used: add from_scratch=True (--from-scratch)."
+            )
+        encoder = from_preset(settings["preset"], dtype=settings["precision"])
+        if encoder.vocabulary_size != vocabulary_size:
+            raise ValueError(
+                f"The preset's encoder has {encoder.vocabulary_size} token embeddings but the "
+                f"vocabulary has {vocabulary_size} tokens; a new vocabulary needs from_scratch=True."
+            )
+        return encoder
+    config = {**config, **overrides, "vocabulary_size": vocabulary_size}
+    if config.get("num_layer_groups"):
+        config["num_layer_groups"] = min(config["num_layer_groups"], config["num_layers"])
+    config["max_sequence_length"] = max(config["max_sequence_length"], settings["sequence_length"])
+    return Encoder(**config, dtype=settings["precision"])
+
+
+def _task(encoder, settings):
+    from kerasbert.tasks import BertPretrainer, ElectraPretrainer
+    from kerasbert.tasks.electra import electra_generator
+
+    objective = settings["objective"]
+    if objective == "electra":
+        generator = electra_generator(encoder, settings["generator_fraction"])
+        return ElectraPretrainer(generator, encoder, seed=settings["seed"])
+    sentence_task = objective.partition("+")[2] or None
+    if sentence_task and encoder.num_segments < 2:
+        raise ValueError(
+            f"objective={objective!r} packs sentence pairs into two segments, but the encoder has "
+            f"num_segments={encoder.num_segments} (RoBERTa-style); use objective='mlm'."
+        )
+    return BertPretrainer(encoder, sentence_task=sentence_task)
+
+
+def _dataset(documents, tokenizer, encoder, settings, start_step):
+    from kerasbert.preprocessing.pretraining_data import pretraining_dataset
+
+    objective = settings["objective"]
+    dataset = pretraining_dataset(
+        documents, tokenizer, objective, settings["sequence_length"], settings["batch_size"],
+        whole_word=settings["whole_word"], segment_ids=bool(encoder.num_segments),
+        seed=settings["seed"], start_step=start_step,
+    )
+    if objective == "mlm":
+        # BertPretrainer without a sentence task: one "mlm" output.
+        dataset = dataset.map(lambda x, y, w: (x, {"mlm": y}, {"mlm": w}))
+    elif objective == "electra":
+        dataset = dataset.map(lambda x, y, w: ({**x, "mask_weights": w}, y, w))
+    return dataset
+
+
+class _RunRecorder(keras.callbacks.Callback):
+    """After every `log_every` steps: extends the history and writes
+    history.json; every `checkpoint_every` steps (and at the end) saves a
+    checkpoint that includes that history."""
+
+    def __init__(self, output, history, settings, random_state=None):
+        super().__init__()
+        self.output = output
+        self.history = history
+        self.settings = settings
+        self.random_state = random_state
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.random_state:  # a resumed run: as the killed one left it
+            checkpointing.set_global_random_state(self.random_state)
+            self.random_state = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        step = (epoch + 1) * self.settings["log_every"]
+        self.history.setdefault("step", []).append(step)
+        for key, value in (logs or {}).items():
+            self.history.setdefault(key, []).append(float(value))
+        write_json(os.path.join(self.output, "history.json"), self.history)
+        if step % self.settings["checkpoint_every"] == 0 or step == self.settings["steps"]:
+            directory = os.path.join(self.output, "checkpoints")
+            checkpointing.save_checkpoint(directory, self.model, step, self.history)
+            checkpointing.remove_old_checkpoints(directory, self.settings["keep_checkpoints"])
+
+
+def pretrain(
+    preset,
+    objective,
+    train_files,
+    output,
+    from_scratch=False,
+    vocabulary_size=None,
+    sequence_length=128,
+    batch_size=32,
+    steps=1000,
+    num_layers=None,
+    hidden_dim=None,
+    num_heads=None,
+    intermediate_dim=None,
+    optimizer="adamw",
+    learning_rate=1e-4,
+    warmup_steps=None,
+    weight_decay=0.01,
+    clipnorm=1.0,
+    accumulation_steps=1,
+    precision="float32",
+    jit_compile="auto",
+    whole_word=False,
+    generator_fraction=None,
+    log_every=None,
+    checkpoint_every=None,
+    keep_checkpoints=2,
+    seed=0,
+    resume=False,
+    callbacks=None,
+    verbose=1,
+):
+    """Pretrains an encoder on plain-text files; returns a `PretrainingResult`.
+
+    Args:
+        preset: the architecture (and, without `from_scratch`, the weights
+            and vocabulary) to start from: a built-in preset name or a
+            preset / Hugging Face directory. For "electra" it is the
+            discriminator; the generator is built from it.
+        objective: "mlm" (dynamic masking on full-sentence rows, several
+            documents packed per row with attention kept inside each:
+            RoBERTa), "mlm+nsp" (BERT), "mlm+sop" (ALBERT) or "electra".
+        train_files: a glob pattern (or a list of them) of plain-text files,
+            one sentence per line, a blank line between documents.
+        output: the run's directory (see the module docstring).
+        from_scratch: random initial weights instead of the preset's.
+        vocabulary_size: train a new vocabulary of that size (of the
+            preset's tokenizer type) on `train_files`; `None` uses the
+            preset's vocabulary.
+        sequence_length, batch_size: the shape of every batch.
+        steps: training steps (batches) in all; with `accumulation_steps=k`
+            the optimizer updates `steps / k` times.
+        num_layers, hidden_dim, num_heads, intermediate_dim: shrink (or
+            change) the preset's architecture; needs `from_scratch`.
+        optimizer, learning_rate, warmup_steps, weight_decay, clipnorm,
+            accumulation_steps: see `kerasbert.optimizers.pretraining_optimizer`
+            (linear warmup, then linear decay to 0 at the last update;
+            `warmup_steps` counts updates, default 10% of them).
+        precision: "float32", "mixed_bfloat16" or "mixed_float16" (with
+            dynamic loss scaling).
+        jit_compile: True, False or "auto" (Keras's choice: XLA on
+            TensorFlow and JAX).
+        whole_word: mask whole words.
+        generator_fraction: ELECTRA's generator size relative to the
+            discriminator; `None` for the paper's.
+        log_every: steps per history entry (one Keras "epoch"); defaults to
+            a divisor of `steps` near `steps / 10`, at most 100.
+        checkpoint_every: steps between checkpoints, a multiple of
+            `log_every` (default: `log_every`).
+        keep_checkpoints: how many of the newest checkpoints to keep.
+        seed: the seed of the initial weights, the examples, the masks and
+            dropout: two runs with the same seed give the same weights.
+        resume: continue the run in `output` from its newest checkpoint; it
+            ends with the weights an uninterrupted run would have.
+        callbacks: extra Keras callbacks for `fit`.
+        verbose: `fit`'s verbosity (1: a progress bar).
+    """
+    from kerasbert.optimizers import pretraining_optimizer
+    from kerasbert.preprocessing.sentence_pairs import read_documents
+    from kerasbert.tokenizers import Tokenizer
+
+    _check_choice("objective", objective, OBJECTIVES)
+    _check_choice("precision", precision, PRECISIONS)
+    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    _check_choice("jit_compile", jit_compile, (True, False, "auto"))
+    for name, value in [("sequence_length", sequence_length), ("batch_size", batch_size),
+                        ("steps", steps), ("accumulation_steps", accumulation_steps),
+                        ("keep_checkpoints", keep_checkpoints)]:
+        _check_positive(name, value)
+    for name in ("vocabulary_size", "log_every", "checkpoint_every", *ARCHITECTURE_FLAGS):
+        _check_positive(name, locals()[name], allow_none=True)
+    log_every = log_every or _default_log_every(steps)
+    checkpoint_every = checkpoint_every or log_every
+    if steps % log_every or checkpoint_every % log_every:
+        raise ValueError(
+            f"steps={steps} and checkpoint_every={checkpoint_every} must be multiples of "
+            f"log_every={log_every} (one history entry per log_every steps)."
+        )
+    _check_precision_runs_here(precision, jit_compile)
+    paths = _files(train_files)
+    output = os.fspath(output)
+    settings = {
+        "preset": os.fspath(preset), "objective": objective, "train_files": paths,
+        "from_scratch": from_scratch, "vocabulary_size": vocabulary_size,
+        "sequence_length": sequence_length, "batch_size": batch_size, "steps": steps,
+        "num_layers": num_layers, "hidden_dim": hidden_dim, "num_heads": num_heads,
+        "intermediate_dim": intermediate_dim, "optimizer": optimizer,
+        "learning_rate": learning_rate, "warmup_steps": warmup_steps,
+        "weight_decay": weight_decay, "clipnorm": clipnorm,
+        "accumulation_steps": accumulation_steps, "precision": precision,
+        "jit_compile": jit_compile, "whole_word": whole_word,
+        "generator_fraction": generator_fraction, "log_every": log_every,
+        "checkpoint_every": checkpoint_every, "keep_checkpoints": keep_checkpoints,
+        "seed": seed, "resume": resume, "verbose": verbose,
+    }
+    run_file = os.path.join(output, "run.json")
+    if os.path.isfile(run_file):
+        if not resume:
+            raise FileExistsError(
+                f"{output} already holds a pretraining run; pass resume=True (--resume) to "
+                "continue it, or choose another output directory."
+            )
+        previous = read_json(run_file, "run settings file")
+        changed = {
+            k: (previous.get(k), v) for k, v in settings.items()
+            if k not in _RESUMABLE_CHANGES and previous.get(k) != v
+        }
+        if changed:
+            raise ValueError(
+                f"resume=True continues the run in {output}, which used other settings "
+                f"(was, now): {changed}. Resume with the same settings or use a new output."
+            )
+    os.makedirs(output, exist_ok=True)
+    write_json(run_file, settings)
+
+    # Vocabulary: made (or copied) once, then read back by every resume.
+    tokenizer_dir = os.path.join(output, "tokenizer")
+    config, kind, options = _preset_description(settings["preset"])
+    if os.path.isdir(tokenizer_dir) and resume:
+        tokenizer = Tokenizer.from_preset(tokenizer_dir)
+    elif vocabulary_size:
+        tokenizer = _new_vocabulary(kind, options, paths, vocabulary_size, tokenizer_dir, settings["preset"])
+    else:
+        tokenizer = Tokenizer.from_preset(settings["preset"])
+        tokenizer.save_to_preset(tokenizer_dir)
+
+    keras.utils.set_random_seed(seed)
+    encoder = _build_encoder(config, settings, tokenizer.vocabulary_size())
+    model = _task(encoder, settings)
+    model.compile(
+        optimizer=pretraining_optimizer(
+            optimizer, learning_rate=learning_rate, total_steps=steps // accumulation_steps,
+            warmup_steps=warmup_steps, weight_decay=weight_decay, clipnorm=clipnorm,
+            accumulation_steps=accumulation_steps,
+        ),
+        jit_compile=jit_compile,
+    )
+
+    start_step, history, random_state = 0, {}, {}
+    latest = checkpointing.latest_checkpoint(os.path.join(output, "checkpoints")) if resume else None
+    if latest:
+        start_step, history, random_state = checkpointing.restore_checkpoint(latest, model)
+        if verbose:
+            print(f"Resuming {output} at step {start_step} of {steps}.")
+    documents = read_documents(paths)
+    dataset = _dataset(documents, tokenizer, encoder, settings, start_step)
+    recorder = _RunRecorder(output, history, settings, random_state)
+    if start_step < steps:
+        model.fit(
+            dataset,
+            epochs=steps // log_every,
+            initial_epoch=start_step // log_every,
+            steps_per_epoch=log_every,
+            shuffle=False,  # the stream is already in a seeded order
+            callbacks=[
+                recorder,
+                keras.callbacks.TensorBoard(os.path.join(output, "logs"), update_freq="epoch"),
+                *(callbacks or []),
+            ],
+            verbose=verbose,
+        )
+    final = model.discriminator if objective == "electra" else model.encoder
+    preset_dir = os.path.join(output, "preset")
+    final.save_to_preset(
+        preset_dir, description=f"Pretrained by kerasbert ({objective}, {steps} steps) on "
+        f"{len(paths)} file(s).",
+    )
+    tokenizer.save_to_preset(preset_dir)
+    return PretrainingResult(model, tokenizer, recorder.history, preset_dir)
+

@@ -1,0 +1,69 @@
+"""Filling in masked tokens with a pretrained masked-LM head: what a
+pretraining run has learnt, in words."""
+
+import numpy as np
+from keras import ops
+
+from kerasbert.preprocessing.packer import Packer
+
+
+def fill_mask(model, tokenizer, texts, top_k=5, sequence_length=128):
+    """The `top_k` most likely tokens at every mask token of each text.
+
+    Args:
+        model: a `MaskedLM`, a `BertPretrainer` or an `ElectraPretrainer`
+            (its generator fills the masks).
+        tokenizer: the model's tokenizer; texts mark the masked places with
+            its mask token (`[MASK]`, or `<mask>` for RoBERTa).
+        texts: a list of strings.
+        top_k: how many candidates per mask.
+        sequence_length: texts are truncated to this many tokens.
+
+    Returns:
+        For each text, a list with one entry per mask token: a list of
+        `(token, probability)`, most likely first.
+
+    Examples:
+    >>> import kerasbert
+    >>> tokenizer = kerasbert.Tokenizer.from_preset("all_minilm_l6_v2")
+    >>> encoder = kerasbert.Encoder(vocabulary_size=tokenizer.vocabulary_size(),
+    ...     num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
+    >>> guesses = fill_mask(kerasbert.MaskedLM(encoder), tokenizer,
+    ...                     ["In the beginning God created the [MASK]."], top_k=3)
+    >>> len(guesses[0]), len(guesses[0][0])
+    (1, 3)
+    """
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise TypeError(f"texts must be a list of strings; got {texts!r}.")
+    mask_id = tokenizer.special_token_ids["mask"]
+    inputs = {k: np.asarray(v) for k, v in Packer.from_tokenizer(tokenizer, sequence_length)(tokenizer(texts)).items()}
+    is_mask = inputs["token_ids"] == mask_id  # (batch, seq)
+    if not is_mask.any(axis=1).all():
+        missing = [t for t, m in zip(texts, is_mask.any(axis=1)) if not m]
+        raise ValueError(f"every text needs at least one {tokenizer.id_to_token(mask_id)} token; these have none: {missing}.")
+    slots = int(is_mask.sum(axis=1).max())
+    positions = np.zeros((len(texts), slots), "int32")
+    weights = np.zeros((len(texts), slots), "float32")
+    for row, found in enumerate(is_mask):
+        where = np.flatnonzero(found)
+        positions[row, : len(where)] = where
+        weights[row, : len(where)] = 1.0
+    encoder = getattr(model, "encoder", None) or model.discriminator
+    features = {k: v for k, v in inputs.items() if k != "segment_ids" or encoder.num_segments}
+    features["mask_positions"] = positions
+    if "mask_weights" in model.input:
+        features["mask_weights"] = weights
+    outputs = model(features, training=False)
+    if isinstance(outputs, dict):
+        outputs = outputs["generator_logits"] if "generator_logits" in outputs else outputs["mlm"]
+    logits = ops.convert_to_numpy(outputs).astype("float64")  # (batch, slots, vocab)
+    probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+    probabilities /= probabilities.sum(-1, keepdims=True)
+    results = []
+    for row in range(len(texts)):
+        masks = []
+        for slot in range(int(weights[row].sum())):
+            best = np.argsort(-probabilities[row, slot])[:top_k]
+            masks.append([(tokenizer.id_to_token(int(i)), float(probabilities[row, slot, i])) for i in best])
+        results.append(masks)
+    return results

@@ -1,0 +1,87 @@
+"""BERT's and ALBERT's pretraining: masked LM plus a sentence-level task."""
+
+import keras
+
+from kerasbert.tasks.masked_lm import (
+    accuracy,
+    default_optimizer,
+    masked_lm_graph,
+    masked_lm_loss,
+)
+from kerasbert.tasks.task import Task
+
+SENTENCE_TASKS = ("nsp", "sop", None)
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class BertPretrainer(Task):
+    """Masked LM plus next-sentence (BERT) or sentence-order (ALBERT)
+    prediction from the pooled output.
+
+    Inputs are `MaskedLM`'s. Outputs are a dict: `"mlm"`, logits
+    `(batch, num_masked, vocabulary_size)` at the masked positions, and,
+    unless `sentence_task=None`, `"nsp"` or `"sop"`, logits `(batch, 2)`
+    (label 0: the natural order, as in transformers). `fit` takes `y =
+    {"mlm": mask_ids, "nsp": labels}` and `sample_weight = {"mlm":
+    mask_weights, "nsp": ones}` (what `kerasbert.preprocessing.
+    pretraining_dataset` yields), and its log shows every objective apart:
+    `loss, mlm_loss, mlm_accuracy, nsp_loss, nsp_accuracy`.
+
+    Args:
+        encoder: a `kerasbert.Encoder`.
+        sentence_task: "nsp", "sop" or None (masked LM only, as RoBERTa).
+
+    Examples:
+    >>> import kerasbert
+    >>> encoder = kerasbert.Encoder(vocabulary_size=100, num_layers=2, num_heads=2,
+    ...                             hidden_dim=16, intermediate_dim=32)
+    >>> sorted(kerasbert.BertPretrainer(encoder, sentence_task="sop").output)
+    ['mlm', 'sop']
+    """
+
+    def __init__(self, encoder, sentence_task="nsp", **kwargs):
+        if sentence_task not in SENTENCE_TASKS:
+            raise ValueError(
+                f"sentence_task={sentence_task!r} is not supported; expected "
+                "'nsp' (next-sentence prediction), 'sop' (sentence order) or None."
+            )
+        inputs, encoder_outputs, head, logits = masked_lm_graph(encoder)
+        outputs = {"mlm": logits}
+        sentence_head = None
+        if sentence_task:
+            sentence_head = keras.layers.Dense(
+                2,
+                kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.initializer_range),
+                dtype=encoder.dtype_policy,
+                name=f"{sentence_task}_head",
+            )
+            outputs[sentence_task] = sentence_head(encoder_outputs["pooled_output"])  # (batch, 2)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.encoder = encoder
+        self.sentence_task = sentence_task
+        self.mlm_head = head
+        self.sentence_head = sentence_head
+        self._finish(encoder, encoder=encoder, sentence_task=sentence_task)
+
+    def compile(self, optimizer="auto", loss="auto", weighted_metrics="auto", **kwargs):
+        """`compile` with pretraining defaults for every argument left "auto":
+        AdamW, cross-entropy per objective (the masked one averaged over real
+        targets), accuracy per objective."""
+        objectives = ["mlm"] + ([self.sentence_task] if self.sentence_task else [])
+        if loss == "auto":
+            loss = {name: masked_lm_loss() for name in objectives}
+        if weighted_metrics == "auto":
+            weighted_metrics = {name: [accuracy()] for name in objectives}
+            if not self.sentence_task:
+                # Keras prefixes metric names with the output's only when
+                # there are several outputs: name them here.
+                weighted_metrics = {"mlm": [
+                    keras.metrics.SparseCategoricalCrossentropy(from_logits=True, name="mlm_loss"),
+                    keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy"),
+                ]}
+        super().compile(
+            optimizer=default_optimizer() if optimizer == "auto" else optimizer,
+            loss=loss,
+            weighted_metrics=weighted_metrics,
+            **kwargs,
+        )
