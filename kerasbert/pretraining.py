@@ -293,6 +293,9 @@ def pretrain(
         callbacks: extra Keras callbacks for `fit`.
         verbose: `fit`'s verbosity (1: a progress bar).
     """
+    # The run's settings are its arguments (recorded in run.json), less where
+    # it is written and the callbacks.
+    settings = {name: value for name, value in locals().items() if name not in ("output", "callbacks")}
     from kerasbert.optimizers import pretraining_optimizer
     from kerasbert.preprocessing.sentence_pairs import read_documents
     from kerasbert.tokenizers import Tokenizer
@@ -317,20 +320,10 @@ def pretrain(
     _check_precision_runs_here(precision, jit_compile)
     paths = _files(train_files)
     output = os.fspath(output)
-    settings = {
-        "preset": os.fspath(preset), "objective": objective, "train_files": paths,
-        "from_scratch": from_scratch, "vocabulary_size": vocabulary_size,
-        "sequence_length": sequence_length, "batch_size": batch_size, "steps": steps,
-        "num_layers": num_layers, "hidden_dim": hidden_dim, "num_heads": num_heads,
-        "intermediate_dim": intermediate_dim, "optimizer": optimizer,
-        "learning_rate": learning_rate, "warmup_steps": warmup_steps,
-        "weight_decay": weight_decay, "clipnorm": clipnorm,
-        "accumulation_steps": accumulation_steps, "precision": precision,
-        "jit_compile": jit_compile, "whole_word": whole_word,
-        "generator_fraction": generator_fraction, "log_every": log_every,
-        "checkpoint_every": checkpoint_every, "keep_checkpoints": keep_checkpoints,
-        "seed": seed, "resume": resume, "verbose": verbose,
-    }
+    settings.update(
+        preset=os.fspath(preset), train_files=paths, log_every=log_every,
+        checkpoint_every=checkpoint_every,
+    )
     run_file = os.path.join(output, "run.json")
     if os.path.isfile(run_file):
         if not resume:

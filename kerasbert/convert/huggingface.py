@@ -204,6 +204,17 @@ class _Link:
     def __init__(self, variable, names, transpose=False):
         self.variable, self.names, self.transpose = variable, names, transpose
 
+    def checked_value(self, tensors, source, hint, kind="tensor(s)", owner=""):
+        """`to_keras(tensors)`, or a ValueError when its shape is not the
+        variable's (`owner` and `hint` complete the message)."""
+        value = self.to_keras(tensors)
+        if tuple(value.shape) != tuple(self.variable.shape):
+            raise ValueError(
+                f"{source}: {kind} {self.names} have shape {value.shape}, but "
+                f"{self.variable.path}{owner} needs {tuple(self.variable.shape)}; {hint}"
+            )
+        return value
+
     def to_keras(self, tensors):
         parts = [tensors[n].T if self.transpose else tensors[n] for n in self.names]
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
@@ -406,14 +417,9 @@ def assign_huggingface_weights(encoder, tensors, model_type, source="checkpoint"
             f"{missing[:3]}; is the config.json from the same checkpoint?"
         )
     for link in links:
-        value = link.to_keras(tensors)
-        if tuple(value.shape) != tuple(link.variable.shape):
-            raise ValueError(
-                f"{source}: tensor(s) {link.names} have shape {value.shape}, "
-                f"but {link.variable.path} needs {tuple(link.variable.shape)}; "
-                "config.json does not match the weights."
-            )
-        link.variable.assign(value)
+        link.variable.assign(
+            link.checked_value(tensors, source, "config.json does not match the weights.")
+        )
 
 
 # --------------------------------------------------------------------------
@@ -511,13 +517,10 @@ def _checked_head_values(groups, tensors, source):
         if missing:
             raise ValueError(f"{source} holds part of the {head} head but lacks {missing}.")
         for link in links:
-            value = link.to_keras(tensors)
-            if tuple(value.shape) != tuple(link.variable.shape):
-                raise ValueError(
-                    f"{source}: head tensor(s) {link.names} have shape {value.shape}, but "
-                    f"{link.variable.path} of the {head} head needs {tuple(link.variable.shape)}; "
-                    "the checkpoint's head does not fit this task's encoder."
-                )
+            value = link.checked_value(
+                tensors, source, "the checkpoint's head does not fit this task's encoder.",
+                kind="head tensor(s)", owner=f" of the {head} head",
+            )
             values.append((head, link, value))
     return values
 

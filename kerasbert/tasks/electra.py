@@ -299,10 +299,13 @@ class ElectraPretrainer(Task):
         correct = ops.cast(ops.equal(ops.cast(ops.argmax(generator_logits, -1), "int32"), mask_ids), "float32")
 
         # Discriminator: replaced (1) or original (0) at every real position.
+        # 1 where a real slot's sample differs from its original token.
+        changed = mask_weights * ops.cast(ops.not_equal(sampled, mask_ids), "float32")  # (batch, masked)
         token_ids = ops.cast(x["token_ids"], "int32")
-        replaced_ids = _replace(token_ids, ops.cast(x["mask_positions"], "int32"), mask_weights, sampled)
-        original_ids = _replace(token_ids, ops.cast(x["mask_positions"], "int32"), mask_weights, mask_ids)
-        labels = ops.cast(ops.not_equal(replaced_ids, original_ids), "float32")  # (batch, seq)
+        labels = ops.cast(_replace(
+            ops.zeros_like(token_ids), ops.cast(x["mask_positions"], "int32"), changed,
+            ops.ones_like(sampled),
+        ), "float32")  # (batch, seq)
         real = ops.cast(ops.not_equal(x["padding_mask"], 0), "float32")
         logits = y_pred["discriminator_logits"]
         rtd = keras.losses.binary_crossentropy(labels[..., None], logits[..., None], from_logits=True)
