@@ -7,7 +7,7 @@ Examples:
 4385920
 """
 
-from kerasbert import convert, layers, optimizers, preprocessing, tasks, tokenizers
+from kerasbert import convert, layers, metrics, optimizers, preprocessing, readers, tasks, tokenizers
 from kerasbert.encoder import Encoder
 from kerasbert.preprocessing import Packer
 from kerasbert.presets import (
@@ -18,7 +18,15 @@ from kerasbert.presets import (
     save_to_preset,
 )
 from kerasbert.pretraining import pretrain
-from kerasbert.tasks import BertPretrainer, ElectraPretrainer, MaskedLM
+from kerasbert.tasks import (
+    BertPretrainer,
+    ElectraPretrainer,
+    MaskedLM,
+    QuestionAnswerer,
+    TextClassifier,
+    TextEmbedder,
+    TokenClassifier,
+)
 from kerasbert.tokenizers import Tokenizer
 
 __version__ = "0.1.0"
@@ -29,6 +37,7 @@ __all__ = [
     "MaskedLM",
     "Packer",
     "PresetNotAvailableError",
+    "QuestionAnswerer",
     "convert",
     "from_preset",
     "get_preset",
@@ -36,9 +45,14 @@ __all__ = [
     "optimizers",
     "preprocessing",
     "pretrain",
+    "readers",
     "list_presets",
+    "metrics",
     "save_to_preset",
     "tasks",
+    "TextClassifier",
+    "TextEmbedder",
+    "TokenClassifier",
     "Tokenizer",
     "tokenizers",
 ]

@@ -521,7 +521,18 @@ def pretraining_optimizer(
         raise ValueError(
             f"`optimizer` must be one of {_OPTIMIZERS}. Received: optimizer={optimizer!r}"
         )
-    optimizer = optimizer.lower()
+    common = _recipe_arguments(
+        total_steps, learning_rate, warmup_steps, weight_decay, decay, power, end_learning_rate,
+        clipnorm, accumulation_steps, beta_1, beta_2, epsilon,
+    )
+    if optimizer.lower() == "lamb":
+        return Lamb(exclude_from_weight_decay=DEFAULT_EXCLUDED, **common)
+    return apply_weight_decay_exclusions(keras.optimizers.AdamW(**common))
+
+
+def _recipe_arguments(total_steps, learning_rate, warmup_steps, weight_decay, decay, power,
+                      end_learning_rate, clipnorm, accumulation_steps, beta_1, beta_2, epsilon):
+    """Checked optimizer keyword arguments, the schedule included."""
     total_steps = _check_int("total_steps", total_steps, 1)
     learning_rate = _check_real("learning_rate", learning_rate, 0.0, min_open=True)
     if warmup_steps is None:
@@ -560,7 +571,7 @@ def pretraining_optimizer(
         power=power,
         accumulation_steps=accumulation_steps,
     )
-    common = {
+    return {
         "learning_rate": schedule,
         "beta_1": beta_1,
         "beta_2": beta_2,
@@ -569,6 +580,181 @@ def pretraining_optimizer(
         "global_clipnorm": clipnorm,
         "gradient_accumulation_steps": accumulation_steps if accumulation_steps > 1 else None,
     }
-    if optimizer == "lamb":
-        return Lamb(exclude_from_weight_decay=DEFAULT_EXCLUDED, **common)
-    return apply_weight_decay_exclusions(keras.optimizers.AdamW(**common))
+
+
+# --- fine-tuning ----------------------------------------------------------
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class AdamW(keras.optimizers.AdamW):
+    """Keras's AdamW with a learning-rate multiplier per variable, and with
+    its weight-decay exclusions saved in its config.
+
+    Each variable's step (the Adam update and the decoupled weight decay
+    alike) uses `learning_rate * multiplier`, the multiplier being the value
+    of the first pattern in `learning_rate_multipliers` that `re.search`
+    finds in the variable's path (`variable.path`, e.g.
+    `"transformer_block_3/attention/qkv/kernel"`), or 1.0. That is what
+    layer-wise learning-rate decay and a faster head need; the multipliers
+    are data, so the optimizer saves and restores with the model.
+
+    Args:
+        learning_rate: a float or a schedule (e.g. `WarmupDecay`).
+        learning_rate_multipliers: `{path pattern: multiplier > 0}`; None or
+            empty for none.
+        excluded_from_weight_decay: short variable names kept out of the
+            weight decay, matched as `apply_weight_decay_exclusions` does.
+        **kwargs: `keras.optimizers.AdamW` arguments (`weight_decay`,
+            `beta_1`, `global_clipnorm`, `gradient_accumulation_steps`...).
+
+    Examples:
+    >>> dense = keras.layers.Dense(1, name="head")
+    >>> dense.build((None, 1))
+    >>> optimizer = AdamW(learning_rate=0.1, weight_decay=0.0,
+    ...                   learning_rate_multipliers={"^head/": 10.0})
+    >>> optimizer.apply([keras.ops.ones(v.shape) for v in dense.trainable_variables],
+    ...                 dense.trainable_variables)
+    >>> round(float(keras.ops.convert_to_numpy(dense.bias)[0]), 4)  # Adam's first step: -lr
+    -1.0
+    """
+
+    def __init__(self, learning_rate=0.001, learning_rate_multipliers=None,
+                 excluded_from_weight_decay=DEFAULT_EXCLUDED, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        multipliers = dict(learning_rate_multipliers or {})
+        for pattern, value in multipliers.items():
+            if not isinstance(pattern, str):
+                raise TypeError(
+                    "`learning_rate_multipliers` keys must be regular expressions (str) matched "
+                    f"against variable paths. Received key: {pattern!r}"
+                )
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(
+                    f"`learning_rate_multipliers` key {pattern!r} is not a valid regular expression: {error}"
+                ) from None
+            multipliers[pattern] = _check_real(f"learning_rate_multipliers[{pattern!r}]", value, 0.0, min_open=True)
+        self.learning_rate_multipliers = multipliers
+        self.excluded_from_weight_decay = _check_names("excluded_from_weight_decay", excluded_from_weight_decay)
+        apply_weight_decay_exclusions(self, self.excluded_from_weight_decay)
+
+    def multiplier(self, path):
+        """The learning-rate multiplier of the variable at `path`."""
+        for pattern, value in self.learning_rate_multipliers.items():
+            if re.search(pattern, path):
+                return value
+        return 1.0
+
+    def build(self, variables):
+        if self.built:
+            return
+        super().build(variables)
+        self._multipliers = [self.multiplier(v.path) for v in variables]
+
+    def _apply_weight_decay(self, variables):
+        # Applied in `update_step` instead, with each variable's own rate.
+        pass
+
+    def update_step(self, gradient, variable, learning_rate):
+        scale = self._multipliers[self._get_variable_index(variable)]
+        learning_rate = ops.multiply(ops.cast(learning_rate, variable.dtype), scale)
+        if self.weight_decay and self._use_weight_decay(variable):
+            # Decoupled decay, before the Adam step, as Keras's AdamW does.
+            decay = ops.multiply(ops.cast(self.weight_decay, variable.dtype), learning_rate)
+            self.assign_sub(variable, ops.multiply(variable, decay))
+        super().update_step(gradient, variable, learning_rate)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            learning_rate_multipliers=dict(self.learning_rate_multipliers),
+            excluded_from_weight_decay=list(self.excluded_from_weight_decay),
+        )
+        return config
+
+
+def layer_depths(model):
+    """`{variable path: depth}` for layer-wise learning-rate decay: 0 for the
+    encoder's embeddings (and their projection), `i + 1` for transformer
+    layer `i`, `num_layers + 1` for everything above (the pooler and the task
+    heads). With cross-layer sharing (ALBERT) a block gets the depth of the
+    last layer that applies it."""
+    from kerasbert.encoder import Encoder
+
+    encoder = model if isinstance(model, Encoder) else getattr(model, "encoder", None)
+    if not isinstance(encoder, Encoder):
+        raise TypeError(f"model must be a kerasbert task or Encoder; got {type(model).__name__}.")
+    top = encoder.num_layers + 1
+    depths = {v.path: top for v in model.trainable_variables}
+    embedding_layers = [encoder.token_embedding, encoder.segment_embedding, encoder.position_embedding,
+                        encoder.embeddings_layer_norm, encoder.embeddings_projection]
+    for layer in embedding_layers:
+        for v in layer.trainable_variables if layer is not None else ():
+            depths[v.path] = 0
+    blocks = encoder.transformer_blocks
+    per_block = encoder.num_layers / len(blocks)  # layers applying each block (ALBERT groups)
+    for index, block in enumerate(blocks):
+        depth = min(encoder.num_layers, round((index // encoder.num_inner_layers + 1) * per_block))
+        for v in block.trainable_variables:
+            depths[v.path] = depth
+    return depths
+
+
+def finetuning_optimizer(
+    model,
+    *,
+    total_steps,
+    learning_rate=5e-5,
+    head_learning_rate_multiplier=1.0,
+    layer_decay=1.0,
+    warmup_steps=None,
+    weight_decay=0.01,
+    clipnorm=1.0,
+    accumulation_steps=1,
+    beta_1=0.9,
+    beta_2=0.999,
+    epsilon=1e-6,
+):
+    """The fine-tuning recipe in one call: AdamW with biases and LayerNorm
+    kept out of weight decay, a faster new head, layer-wise learning-rate
+    decay, linear warmup and linear decay, clipping and accumulation.
+
+    Learning rates per variable (the schedule's value times):
+
+    * the task's own layers (heads, anything outside `model.encoder`):
+      `head_learning_rate_multiplier`;
+    * encoder variables at depth `d` (see `layer_depths`: embeddings 0,
+      layer `i` at `i + 1`, the pooler at `num_layers + 1`):
+      `layer_decay ** (num_layers + 1 - d)`, ELECTRA's layer-wise decay
+      (1.0: every encoder variable at the base rate).
+
+    Args:
+        model: the task (or encoder) to train.
+        total_steps: optimizer updates in the whole run, >= 1.
+        learning_rate: peak learning rate of the encoder's top.
+        head_learning_rate_multiplier: > 0, for the task's new layers.
+        layer_decay: in (0, 1].
+        warmup_steps, weight_decay, clipnorm, accumulation_steps, beta_1,
+            beta_2, epsilon: as `pretraining_optimizer` (warmup defaults
+            to 10% of `total_steps`).
+
+    Returns:
+        A `kerasbert.optimizers.AdamW`.
+    """
+    head_learning_rate_multiplier = _check_real(
+        "head_learning_rate_multiplier", head_learning_rate_multiplier, 0.0, min_open=True
+    )
+    layer_decay = _check_real("layer_decay", layer_decay, 0.0, 1.0, min_open=True)
+    common = _recipe_arguments(
+        total_steps, learning_rate, warmup_steps, weight_decay, "linear", None, 0.0,
+        clipnorm, accumulation_steps, beta_1, beta_2, epsilon,
+    )
+    encoder = getattr(model, "encoder", model)
+    encoder_paths = {v.path for v in encoder.trainable_variables}
+    top = encoder.num_layers + 1
+    multipliers = {}
+    for path, depth in layer_depths(model).items():
+        value = layer_decay ** (top - depth) if path in encoder_paths else head_learning_rate_multiplier
+        if value != 1.0:
+            multipliers[f"^{re.escape(path)}$"] = value
+    return AdamW(learning_rate_multipliers=multipliers, **common)

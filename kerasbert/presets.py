@@ -380,3 +380,17 @@ def save_to_preset(encoder, preset_dir, _spec=None, **metadata):
     write_safetensors(os.path.join(preset_dir, WEIGHTS_FILE), tensors, {"format": "kerasbert"})
     write_json(os.path.join(preset_dir, PRESET_FILE), spec)
     return preset_dir
+
+
+def preset_family(preset):
+    """The family ("bert", "albert", "roberta", "electra") a preset records:
+    a built-in's or kerasbert preset directory's `family`, a Hugging Face
+    checkpoint's `model_type`; None when it records none. Reads only
+    metadata, never weights."""
+    preset = _check_reference(preset)
+    if preset in _builtin_files() and not os.path.isdir(preset):
+        return get_preset(preset).get("family")
+    directory = preset_directory(preset)
+    if os.path.isfile(os.path.join(directory, PRESET_FILE)):
+        return read_json(os.path.join(directory, PRESET_FILE), "kerasbert preset file").get("family")
+    return read_json(os.path.join(directory, "config.json"), "Hugging Face config.json").get("model_type")

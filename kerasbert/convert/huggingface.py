@@ -1,5 +1,5 @@
-"""Hugging Face transformers checkpoints <-> kerasbert encoders and
-pretraining tasks.
+"""Hugging Face transformers checkpoints <-> kerasbert encoders,
+pretraining tasks and fine-tuning tasks.
 
 One table links every encoder variable to the Hugging Face tensor(s) it comes
 from; loading and saving walk the same table in opposite directions, so the
@@ -8,9 +8,10 @@ two can never drift apart. The families differ only in tensor names:
 - bert, roberta, electra: `encoder.layer.{i}.attention.self.query` ...
 - albert: `encoder.albert_layer_groups.{g}.albert_layers.{j}.attention.query` ...
 
-A second table does the same for the pretraining heads of
-`BertForPreTraining`, `AlbertForPreTraining`, the `...ForMaskedLM` models and
-`ElectraForPreTraining` (`head_weight_links`).
+A second table does the same for the heads of `BertForPreTraining`,
+`AlbertForPreTraining`, the `...ForMaskedLM` models, `ElectraForPreTraining`
+and the `...ForSequenceClassification`, `...ForTokenClassification` and
+`...ForQuestionAnswering` models (`head_weight_links`).
 """
 
 import os
@@ -448,16 +449,20 @@ def _mlm_head_links(head, model_type):
 
 
 def head_weight_links(task, model_type):
-    """The pretraining-head variables of `task` with their Hugging Face
-    tensor names, by head: `"mlm"` (`MaskedLM`, `BertPretrainer`), `"nsp"`
-    or `"sop"` (`BertPretrainer`, when `model_type`'s pretraining model has
-    that sentence task: bert NSP, albert SOP), `"generator"` and
-    `"discriminator"` (`ElectraPretrainer`). Empty for tasks without a
-    pretraining head."""
+    """The head variables of `task` with their Hugging Face tensor names,
+    by head: `"mlm"` (`MaskedLM`, `BertPretrainer`), `"nsp"` or `"sop"`
+    (`BertPretrainer`, when `model_type`'s pretraining model has that
+    sentence task: bert NSP, albert SOP), `"generator"` and
+    `"discriminator"` (`ElectraPretrainer`), `"classifier"`
+    (`TextClassifier`, `TokenClassifier`), `"qa_outputs"`
+    (`QuestionAnswerer`). Empty for tasks without such a head."""
     from kerasbert.tasks.electra import ElectraPretrainer
     from kerasbert.tasks.masked_lm import MaskedLM
     from kerasbert.tasks.pretrainer import BertPretrainer
 
+    fine_tuning = _fine_tuning_head_links(task, model_type)
+    if fine_tuning is not None:
+        return fine_tuning
     if isinstance(task, ElectraPretrainer):
         dense, output = _DISCRIMINATOR_NAMES
         return {
@@ -472,6 +477,78 @@ def head_weight_links(task, model_type):
     if sentence_task and _SENTENCE_HEAD_NAMES.get(model_type, (None,))[0] == sentence_task:
         heads[sentence_task] = _dense(task.sentence_head, _SENTENCE_HEAD_NAMES[model_type][1])
     return heads
+
+
+# The fine-tuning heads: transformers' `{Family}For{architecture}` model
+# and its head's tensors. Sequence classification reads the pooler (BERT,
+# ALBERT) or has a dense layer of its own (RoBERTa: tanh, ELECTRA: GELU).
+_FINE_TUNING_ARCHITECTURES = {
+    "TextClassifier": "SequenceClassification",
+    "TokenClassifier": "TokenClassification",
+    "QuestionAnswerer": "QuestionAnswering",
+}
+_CLASSIFIER_ACTIVATIONS = {"roberta": "tanh", "electra": "gelu"}
+
+
+def _fine_tuning_head_links(task, model_type):
+    """{head: links} of a fine-tuning task, or None for other tasks."""
+    kind = _FINE_TUNING_ARCHITECTURES.get(type(task).__name__)
+    if kind is None:
+        return None
+    if kind == "QuestionAnswering":
+        return {"qa_outputs": _dense(task.output_dense, "qa_outputs")}
+    if kind == "TokenClassification":
+        return {"classifier": _dense(task.output_dense, "classifier")}
+    if model_type in _CLASSIFIER_ACTIVATIONS:
+        if task.head_dense is None:
+            return {}
+        dense, output = _dense(task.head_dense, "classifier.dense"), _dense(task.output_dense, "classifier.out_proj")
+        return {"classifier": dense + output}
+    return {} if task.head_dense is not None else {"classifier": _dense(task.output_dense, "classifier")}
+
+
+def _check_fine_tuning_head(task, model_type, directory):
+    """The task's head must be the one transformers' model of `model_type` has."""
+    kind = _FINE_TUNING_ARCHITECTURES[type(task).__name__]
+    if kind == "SequenceClassification":
+        if task.get_config()["pooling"] != "cls":
+            raise ValueError(
+                f"This TextClassifier pools by {task.get_config()['pooling']!r}; transformers' sequence "
+                "classifiers read the first token (pooling='cls'), so it cannot be written as one."
+            )
+        wants_dense = model_type in _CLASSIFIER_ACTIVATIONS
+        if wants_dense != (task.head_dense is not None):
+            has = "a dense layer of its own" if task.head_dense is not None else "no dense layer of its own"
+            raise ValueError(
+                f"This TextClassifier's head has {has}, but transformers' {model_type} sequence classifier "
+                f"{'has one' if wants_dense else 'reads the pooler'}; it cannot be written as {model_type!r}."
+            )
+        expected, activation = _CLASSIFIER_ACTIVATIONS.get(model_type), task.get_config()["activation"]
+        if expected and activation != expected:
+            raise ValueError(
+                f"transformers' {model_type} classification head applies {expected!r}; this TextClassifier's "
+                f"applies {activation!r}, so their logits would differ."
+            )
+    if kind == "TokenClassification" and task.crf is not None:
+        warnings.warn(
+            f"{directory}: transformers' {_CLASS_PREFIX[model_type]}ForTokenClassification has no CRF; the "
+            "checkpoint holds the tag logits (emissions) but not the CRF's transition scores.",
+            stacklevel=3,
+        )
+
+
+def _fine_tuning_config(task, config):
+    """The task-specific entries of a fine-tuning checkpoint's config.json."""
+    kind = _FINE_TUNING_ARCHITECTURES[type(task).__name__]
+    config["architectures"] = [f"{_CLASS_PREFIX[config['model_type']]}For{kind}"]
+    if kind == "QuestionAnswering":
+        return config
+    labels = getattr(task, "labels", None) or [f"LABEL_{i}" for i in range(task.num_classes)]
+    config["id2label"] = {str(i): label for i, label in enumerate(labels)}
+    config["label2id"] = {label: i for i, label in enumerate(labels)}
+    if kind == "SequenceClassification":
+        config["problem_type"] = "regression" if task.num_classes == 1 else "single_label_classification"
+    return config
 
 
 def _mlm_heads(task):
@@ -636,7 +713,17 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
       (NSP) or `AlbertForPreTraining` (SOP);
     - an `ElectraPretrainer`: `ElectraForPreTraining` (the discriminator) in
       `directory` and `ElectraForMaskedLM` (the generator, with the
-      discriminator's embeddings, which it reads) in `generator_directory`.
+      discriminator's embeddings, which it reads) in `generator_directory`;
+    - a `TextClassifier`, `TokenClassifier` or `QuestionAnswerer`:
+      `...ForSequenceClassification` (with `num_labels`, `problem_type`
+      "regression" for `num_classes=1`), `...ForTokenClassification` (with
+      the task's `labels` as `id2label`; a CRF's transition scores have no
+      place there and are left out, with a warning) or
+      `...ForQuestionAnswering`. The family is the one the task's preset
+      came from (`task.family`), else inferred; a classifier head that is
+      not the family's (BERT/ALBERT: the pooler and one dense layer;
+      RoBERTa/ELECTRA: a dense layer with tanh/GELU, then the output
+      layer) is refused.
 
     Task checkpoints load with `transformers.AutoModelForPreTraining` /
     `AutoModelForMaskedLM` and give the task's logits. The tied decoder
@@ -644,8 +731,8 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
     load, as in the checkpoints it saves itself.
 
     Args:
-        model: a `kerasbert.Encoder`, `MaskedLM`, `BertPretrainer` or
-            `ElectraPretrainer`.
+        model: a `kerasbert.Encoder`, a pretraining task or a fine-tuning
+            task.
         directory: where to write; created if missing.
         model_type: "bert", "albert", "roberta" or "electra"; inferred from
             the encoder's configuration when omitted.
@@ -668,6 +755,16 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
         _write_checkpoint(directory, config, _encoder_tensors(model, config["model_type"]))
         return directory
     encoder = getattr(model, "encoder", None)
+    if isinstance(encoder, Encoder) and type(model).__name__ in _FINE_TUNING_ARCHITECTURES:
+        if model_type is None and getattr(model, "family", None) in MODEL_TYPES:
+            model_type = model.family  # the checkpoint's family, not a look-alike
+        config = huggingface_config(encoder, model_type)
+        model_type = config["model_type"]
+        _check_fine_tuning_head(model, model_type, directory)
+        tensors = _prefixed(model_type, _encoder_tensors(encoder, model_type))
+        tensors.update(_head_tensors_of(model, model_type, set(_fine_tuning_head_links(model, model_type))))
+        _write_checkpoint(directory, _fine_tuning_config(model, config), tensors)
+        return directory
     if not isinstance(encoder, Encoder) or not _mlm_heads(model):
         raise TypeError(
             "to_huggingface writes a kerasbert.Encoder, MaskedLM, BertPretrainer or "

@@ -13,6 +13,7 @@ TRUNCATIONS = ("longest_first", "round_robin")
 def _lengths_after_truncation(first, second, budget, truncate):
     """Kept lengths (first, second) for sequences of `first`/`second` tokens
     when at most `budget` fit. Tensors of shape (batch,)."""
+    budget = tf.constant(budget, first.dtype)  # Python ints would be int32 in graphs
     if truncate == "longest_first":
         # transformers' fast tokenizers: the shorter keeps what it can of
         # half; when both exceed half, the longer gets the odd token.
@@ -181,4 +182,5 @@ def _as_ragged(ids, name):
             raise ValueError(f"{name} must be a batch of id sequences (rank 2); got rank {ragged.shape.rank}.")
     if not ragged.dtype.is_integer:
         raise TypeError(f"{name} must hold integer token ids; got {ragged.dtype.name}.")
-    return tf.cast(ragged, tf.int32)
+    # Tokenizers give int32 or int64 row splits depending on the path; one dtype here.
+    return tf.cast(ragged, tf.int32).with_row_splits_dtype(tf.int64)

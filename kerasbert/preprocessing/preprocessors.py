@@ -9,8 +9,33 @@ from kerasbert.tokenizers.base import Tokenizer, to_string_tensor
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 
 
+class TokenizingPreprocessor(PreprocessingLayer):
+    """The base of the preprocessors built on a tokenizer: `from_preset`,
+    and a config holding the serialised tokenizer plus `options()`."""
+
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """The preprocessor for a preset's tokenizer (see `Tokenizer.from_preset`)."""
+        return cls(Tokenizer.from_preset(preset), **kwargs)
+
+    def options(self):
+        """The constructor arguments besides the tokenizer."""
+        raise NotImplementedError
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(tokenizer=keras.saving.serialize_keras_object(self.tokenizer), **self.options())
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
+        return cls(**config)
+
+
 @keras.saving.register_keras_serializable(package="kerasbert")
-class TextPreprocessor(PreprocessingLayer):
+class TextPreprocessor(TokenizingPreprocessor):
     """Turns raw text, single sentences or pairs, into encoder inputs.
 
     Call it on a batch of strings, or on a tuple `(first, second)` of two
@@ -42,11 +67,6 @@ class TextPreprocessor(PreprocessingLayer):
             tokenizer, sequence_length, truncate=truncate, pad_to_sequence_length=pad_to_sequence_length
         )
 
-    @classmethod
-    def from_preset(cls, preset, **kwargs):
-        """The preprocessor for a preset's tokenizer (see `Tokenizer.from_preset`)."""
-        return cls(Tokenizer.from_preset(preset), **kwargs)
-
     @property
     def sequence_length(self):
         return self.packer.sequence_length
@@ -60,7 +80,11 @@ class TextPreprocessor(PreprocessingLayer):
             )
         return self.tokenizer(texts)
 
-    def call(self, x, y=None, sample_weight=None):
+    def tokenize_examples(self, x):
+        """The first, tokenizing half of `call`: raw text -> ragged ids
+        `(batch, None)`, a pair of them for sentence pairs. Tasks run it
+        once, eagerly, on in-memory examples and map `pack_examples` over
+        the result in `tf.data`."""
         if isinstance(x, tuple):
             if len(x) != 2:
                 raise ValueError(f"x must be a batch of strings or a pair (first, second); got a {len(x)}-tuple.")
@@ -69,26 +93,21 @@ class TextPreprocessor(PreprocessingLayer):
                 raise ValueError(
                     f"the two sides of the pairs differ in length: {int(first.nrows())} and {int(second.nrows())}."
                 )
-            inputs = self.packer(first, second)
-        else:
-            inputs = self.packer(self._ids(x, "x"))
+            return first, second
+        return self._ids(x, "x")
+
+    def pack_examples(self, ids, y=None, sample_weight=None):
+        """The second half of `call`: ids from `tokenize_examples` -> encoder
+        inputs (and the label and weight, passed through)."""
+        inputs = self.packer(*ids) if isinstance(ids, tuple) else self.packer(ids)
         return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            tokenizer=keras.saving.serialize_keras_object(self.tokenizer),
-            sequence_length=self.packer.sequence_length,
-            truncate=self.packer.truncate,
-            pad_to_sequence_length=self.packer.pad_to_sequence_length,
-        )
-        return config
+    def call(self, x, y=None, sample_weight=None):
+        return self.pack_examples(self.tokenize_examples(x), y, sample_weight)
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)
+    def options(self):
+        return {"sequence_length": self.packer.sequence_length, "truncate": self.packer.truncate,
+                "pad_to_sequence_length": self.packer.pad_to_sequence_length}
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")

@@ -40,7 +40,8 @@ def fill_mask(model, tokenizer, texts, top_k=5, sequence_length=128):
     is_mask = inputs["token_ids"] == mask_id  # (batch, seq)
     if not is_mask.any(axis=1).all():
         missing = [t for t, m in zip(texts, is_mask.any(axis=1)) if not m]
-        raise ValueError(f"every text needs at least one {tokenizer.id_to_token(mask_id)} token; these have none: {missing}.")
+        mask = tokenizer.id_to_token(mask_id)
+        raise ValueError(f"every text needs at least one {mask} token; these have none: {missing}.")
     slots = int(is_mask.sum(axis=1).max())
     positions = np.zeros((len(texts), slots), "int32")
     weights = np.zeros((len(texts), slots), "float32")

@@ -259,10 +259,10 @@ class Tokenizer(PreprocessingLayer):
                 "Flatten nested batches first (e.g. tf.reshape(texts, [-1]))."
             )
         with tf.device("cpu"):
-            if tf.executing_eagerly():
-                ids, starts, ends = self._compiled_tokenize(texts)
-            else:  # already inside tf.data or a tf.function
-                ids, starts, ends = self._tokenize(texts)
+            # One trace per tokenizer, reused by every later call: eager
+            # calls, and every tf.data pipeline or tf.function that calls it
+            # (they call the traced function instead of retracing it).
+            ids, starts, ends = self._compiled_tokenize(texts)
         if single:
             return ids[0], starts[0], ends[0]
         return ids, starts, ends

@@ -1,0 +1,209 @@
+"""Raw examples -> batches a task can train or predict on.
+
+Tasks take what users have: lists of strings (or pairs of lists), numpy
+arrays, or `tf.data` datasets of strings, batched or not. Each batch goes
+through the task's preprocessor inside `tf.data` and is padded to the
+smallest of a few lengths (`length_boundaries`) that holds its longest row:
+short text is not padded to `sequence_length`, and XLA compiles one program
+per boundary rather than one per batch length. Training batches are drawn
+from runs of shuffled examples sorted by length, and `predict` on lists
+sorts the examples by length (and puts the outputs back in order), so that
+batches hold rows of similar length and little padding.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+DEFAULT_BOUNDARIES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+# Batches regrouped by length at a time (see `make_dataset`).
+GROUP_BY_LENGTH = 16
+
+
+def length_boundaries(sequence_length, boundaries=DEFAULT_BOUNDARIES):
+    """The padded lengths used for `sequence_length`: the defaults up to it,
+    and `sequence_length` itself last."""
+    return tuple(b for b in boundaries if b < sequence_length) + (int(sequence_length),)
+
+
+def is_raw(x):
+    """Whether `x` holds text (str lists/arrays, or a pair of them) rather
+    than already-packed features."""
+    if isinstance(x, tuple) and len(x) == 2:
+        return is_raw(x[0]) and is_raw(x[1])
+    if isinstance(x, np.ndarray):
+        return x.dtype.kind in "USO"
+    if isinstance(x, (list, tuple)):
+        return len(x) > 0 and isinstance(x[0], (str, bytes, list, tuple))
+    return isinstance(x, tf.Tensor) and x.dtype == tf.string or isinstance(x, tf.RaggedTensor)
+
+
+def _to_slices(value):
+    """Lists of variable-length rows (words, word tags) -> a ragged tensor."""
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple, np.ndarray)):
+        rows = [list(row) for row in value]
+        text = any(isinstance(item, (str, bytes)) for row in rows for item in row[:1])
+        return tf.ragged.constant(rows, dtype=tf.string if text else tf.int32)
+    return value
+
+
+def _example_count(x):
+    first = x[0] if isinstance(x, tuple) else x
+    return len(first)
+
+
+def _check_lengths(x, y, sample_weight):
+    count = _example_count(x)
+    if isinstance(x, tuple) and len(x[1]) != count:
+        raise ValueError(f"the two sides of the pairs differ in length: {count} and {len(x[1])}.")
+    for name, value in (("y", y), ("sample_weight", sample_weight)):
+        if value is not None and len(value) != count:
+            raise ValueError(f"{name} has {len(value)} entries but x has {count} examples.")
+    return count
+
+
+def _is_unbatched(dataset):
+    """Whether the dataset's elements are single examples: their `x` (a
+    string, a pair of strings, or features) has no batch dimension."""
+    spec = dataset.element_spec
+    x = spec[0] if isinstance(spec, tuple) else spec
+    first = tf.nest.flatten(x)[0]
+    if isinstance(x, dict):  # packed features: (seq,) per example
+        return first.shape.rank == 1
+    return first.shape.rank == 0
+
+
+def _rows_by_length(batch):
+    """The rows of a preprocessed batch, shortest first."""
+    features = batch[0] if isinstance(batch, tuple) else batch
+    lengths = tf.math.count_nonzero(features["padding_mask"], axis=1)
+    order = tf.argsort(lengths, stable=True)
+    return tf.nest.map_structure(lambda t: tf.gather(t, order), batch)
+
+
+def _select(batch, names):
+    features = batch[0] if isinstance(batch, tuple) else batch
+    features = {k: v for k, v in features.items() if k in names}
+    return (features, *batch[1:]) if isinstance(batch, tuple) else features
+
+
+def fit_to_boundary(batch, boundaries):
+    """Trims or pads every `(batch, seq, ...)` tensor of a preprocessed,
+    right-padded batch (the features, and token-level labels: every tensor
+    whose second dimension is the sequence's) to the smallest boundary that
+    holds its longest row."""
+    features = batch[0] if isinstance(batch, tuple) else batch
+    width = tf.shape(features["token_ids"])[1]
+    longest = tf.cast(tf.reduce_max(tf.math.count_nonzero(features["padding_mask"], axis=1)), tf.int32)
+    table = tf.constant(boundaries, tf.int32)
+    index = tf.minimum(tf.searchsorted(table, longest[None], side="left")[0], len(boundaries) - 1)
+    target = tf.maximum(table[index], longest)
+
+    def fit(t):
+        if not isinstance(t, tf.Tensor) or t.shape.rank is None or t.shape.rank < 2:
+            return t
+
+        def resize():
+            kept = t[:, :target]
+            paddings = tf.concat([[[0, 0], [0, target - tf.shape(kept)[1]]],
+                                  tf.zeros([t.shape.rank - 2, 2], tf.int32)], axis=0)
+            return tf.pad(kept, paddings)
+
+        return tf.cond(tf.equal(tf.shape(t)[1], width), resize, lambda: t)
+
+    return tf.nest.map_structure(fit, batch)
+
+
+def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, shuffle=False,
+                 seed=None, boundaries=None, group_by_length=GROUP_BY_LENGTH, input_names=None):
+    """A `tf.data.Dataset` of preprocessed, boundary-padded batches.
+
+    Args:
+        preprocessor: a layer whose `call(x, y=None, sample_weight=None)`
+            packs a batch of raw examples, and the two halves of it:
+            `tokenize_examples(x)` and `pack_examples(tokenized, y,
+            sample_weight)`.
+        x: a list/array of strings, a tuple of two (pairs), a list of word
+            lists, or a `tf.data.Dataset` of raw `x` or `(x, y[, weight])`
+            elements, batched or not (unbatched ones get `batch_size`).
+        y, sample_weight: per-example targets and weights (not with a
+            dataset).
+        batch_size: rows per batch; None means 32.
+        shuffle: reshuffle the examples every epoch (lists only).
+        seed: the shuffle seed.
+        boundaries: padded lengths; `length_boundaries(sequence_length)`
+            of the preprocessor by default.
+        group_by_length: batches of examples in a row are regrouped by
+            length (lists and unbatched datasets); 1: keep batches as
+            drawn. Order within an epoch changes, never its examples.
+        input_names: the model's inputs; other features the preprocessor
+            gives are dropped.
+    """
+    batch_size = 32 if batch_size is None else batch_size
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
+    boundaries = boundaries or length_boundaries(preprocessor.sequence_length)
+    batched, in_memory = False, not isinstance(x, tf.data.Dataset)
+    if isinstance(x, tf.data.Dataset):
+        if y is not None or sample_weight is not None:
+            raise ValueError("y and sample_weight must be None when x is a tf.data.Dataset; put them in its elements.")
+        batched, dataset = not _is_unbatched(x), x
+    else:
+        # In-memory examples are tokenized here, once and eagerly (fast, and
+        # no tokenizer graph to build per dataset); tf.data packs them.
+        count = _check_lengths(x, y, sample_weight)
+        tokenized = preprocessor.tokenize_examples(x)
+        slices = (tokenized,) + tuple(_to_slices(v) for v in (y, sample_weight) if v is not None)
+        dataset = tf.data.Dataset.from_tensor_slices(slices)
+        if shuffle:
+            dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+
+    def preprocess(*element):
+        # Elements are x, (x, y) or (x, y, sample_weight), x a pair for pairs.
+        if isinstance(element[0], dict):  # already packed
+            return element if len(element) > 1 else element[0]
+        if in_memory:
+            return preprocessor.pack_examples(*element)
+        return preprocessor(*element)
+
+    def unpack(*batch):
+        return batch if len(batch) > 1 else batch[0]
+
+    parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
+    if batched or group_by_length <= 1:
+        dataset = dataset if batched else dataset.batch(batch_size)
+        dataset = dataset.map(preprocess, **parallel)
+    else:
+        # Batches of similar lengths: sort each run of `group_by_length`
+        # batches by length, cut it into batches, shuffle their order.
+        examples = dataset.cardinality()
+        dataset = dataset.batch(batch_size * group_by_length).map(preprocess, **parallel)
+        dataset = dataset.map(lambda *b: _rows_by_length(unpack(*b))).unbatch().batch(batch_size)
+        if examples >= 0:  # unbatch() forgets it; fit's schedule needs it
+            dataset = dataset.apply(tf.data.experimental.assert_cardinality(-(-examples // batch_size)))
+        if shuffle:
+            dataset = dataset.shuffle(group_by_length, seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.map(lambda *b: fit_to_boundary(unpack(*b), boundaries), **parallel)
+    if input_names is not None:
+        dataset = dataset.map(lambda *b: _select(unpack(*b), input_names))
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def length_order(tokenizer, x):
+    """The permutation that sorts raw examples by token count (pairs: both
+    sides together), for prediction batches of similar lengths."""
+    sides = x if isinstance(x, tuple) else (x,)
+    lengths = 0
+    for side in sides:
+        if isinstance(side, (list, tuple)) and side and isinstance(side[0], (list, tuple)):
+            side = [" ".join(words) for words in side]
+        lengths = lengths + tokenizer(side).row_lengths().numpy()
+    return np.argsort(lengths, kind="stable")
+
+
+def take(x, order):
+    """Examples `x` (a list/array or a pair of them) in `order`."""
+    if isinstance(x, tuple):
+        return tuple(take(side, order) for side in x)
+    if isinstance(x, np.ndarray):
+        return x[order]
+    return [x[i] for i in order]

@@ -1,0 +1,161 @@
+"""Extractive question answering (SQuAD v1.1 and v2.0)."""
+
+import keras
+
+from kerasbert.metrics import squad_scores
+from kerasbert.preprocessing.squad import QuestionAnsweringPreprocessor, QuestionAnsweringWindows, decode_answers
+from kerasbert.readers import SquadExample
+from kerasbert.tasks.fine_tuning import FineTuningTask
+from kerasbert.tasks.inputs import GROUP_BY_LENGTH, length_boundaries, make_dataset
+from kerasbert.tasks.task import check_encoder, encoder_inputs
+
+
+def _examples(examples, name="examples"):
+    """SquadExamples, or a (questions, contexts) pair -> (questions,
+    contexts, answer starts or None, answer texts or None)."""
+    if isinstance(examples, tuple) and len(examples) == 2:
+        questions, contexts = examples
+        return list(questions), list(contexts), None, None
+    examples = list(examples) if isinstance(examples, (list, tuple)) else examples
+    if not isinstance(examples, list) or not all(isinstance(e, SquadExample) for e in examples):
+        raise TypeError(
+            f"{name} must be a list of kerasbert.readers.SquadExample (read_squad(path)) or a pair "
+            f"(questions, contexts) of lists of strings; got {type(examples).__name__}."
+        )
+    starts = [e.answers[0].start if e.answers and not e.is_impossible else -1 for e in examples]
+    texts = [e.answers[0].text if e.answers and not e.is_impossible else "" for e in examples]
+    return [e.question for e in examples], [e.context for e in examples], starts, texts
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class QuestionAnswerer(FineTuningTask):
+    """Finds the answer to a question in a context (SQuAD v1.1 / v2.0).
+
+    A dense layer gives every token of a `[CLS] question [SEP] context
+    [SEP]` window a start and an end logit: outputs `{"start_logits",
+    "end_logits"}`, float32 `(batch, seq)` — transformers'
+    `...ForQuestionAnswering` head, whose weights `from_preset` keeps.
+
+    Contexts longer than a window are split into overlapping windows
+    (`QuestionAnsweringPreprocessor`: `sequence_length`, `doc_stride`);
+    `predict_answers` searches the n best spans of every window, keeps
+    those of at most `max_answer_length` tokens inside the context, and
+    returns the best one cut from the original text by character offsets,
+    or "" when the no-answer score beats it by more than
+    `null_score_threshold` (SQuAD v2.0). `evaluate_squad` scores
+    predictions with the official exact-match and F1.
+
+    `fit` takes `kerasbert.readers.read_squad(path)` examples (or a
+    `QuestionAnsweringWindows` of windows with answers); windows whose
+    answer lies outside them point at `[CLS]`.
+
+    Args:
+        encoder: a `kerasbert.Encoder`.
+        preprocessor: a `QuestionAnsweringPreprocessor`, or None.
+    """
+
+    preprocessor_class = QuestionAnsweringPreprocessor
+    per_token_outputs = True
+    huggingface_architecture = "QuestionAnswering"
+    default_sequence_length = 384  # SQuAD's windows
+
+    def __init__(self, encoder, preprocessor=None, **kwargs):
+        check_encoder(encoder)
+        output_dense = keras.layers.Dense(
+            2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.initializer_range),
+            dtype=encoder.dtype_policy, name="qa_outputs",
+        )
+        inputs = encoder_inputs(encoder)
+        logits = output_dense(encoder(inputs)["sequence_output"])  # (batch, seq, 2)
+        logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
+        outputs = {
+            "start_logits": keras.layers.Lambda(lambda t: t[..., 0], name="start_logits")(logits),  # (batch, seq)
+            "end_logits": keras.layers.Lambda(lambda t: t[..., 1], name="end_logits")(logits),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.encoder, self.output_dense = encoder, output_dense
+        self._set_preprocessor(preprocessor)
+        self._freeze_unused_pooler()
+        self._finish(encoder, encoder=encoder, preprocessor=preprocessor)
+        self.compile()
+
+    def _default_loss(self):
+        # transformers' loss: the mean of the start and end cross-entropies.
+        return {name: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+                for name in ("start_logits", "end_logits")}
+
+    def compile(self, optimizer="auto", loss="auto", metrics="auto", loss_weights=None, **kwargs):
+        if isinstance(metrics, str) and metrics == "auto":
+            metrics = {name: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+                       for name in ("start_logits", "end_logits")}
+        if loss_weights is None and isinstance(loss, str) and loss == "auto":
+            loss_weights = {"start_logits": 0.5, "end_logits": 0.5}
+        super().compile(optimizer, loss, metrics, loss_weights=loss_weights, **kwargs)
+
+    # -- windows -------------------------------------------------------------
+
+    def _check_preprocessor(self):
+        if self.preprocessor is None:
+            raise ValueError(
+                "this QuestionAnswerer has no preprocessor; build it with from_preset or pass "
+                "preprocessor=QuestionAnsweringPreprocessor(...)."
+            )
+
+    def windows(self, examples):
+        """The `QuestionAnsweringWindows` of `examples` (SquadExamples, or a
+        pair (questions, contexts)), with answers where the examples have
+        them."""
+        self._check_preprocessor()
+        questions, contexts, starts, texts = _examples(examples)
+        return self.preprocessor.windows(questions, contexts, starts, texts)
+
+    def _window_dataset(self, windows, batch_size, shuffle=False, keep_order=False, labels=True):
+        dataset = windows.dataset()
+        if not labels and windows.start_positions is not None:
+            dataset = dataset.map(lambda features, _: features)
+        elif labels:
+            dataset = dataset.map(lambda f, y: (f, {"start_logits": y[0], "end_logits": y[1]}))
+        if shuffle:
+            dataset = dataset.shuffle(len(windows), reshuffle_each_iteration=True)
+        return make_dataset(
+            self.preprocessor, dataset, batch_size=batch_size, shuffle=shuffle,
+            boundaries=length_boundaries(self.preprocessor.sequence_length),
+            group_by_length=1 if keep_order else GROUP_BY_LENGTH,
+        )
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, validation_data=None, shuffle=True, **kwargs):
+        """`keras.Model.fit`, also on SQuAD examples (`read_squad(path)`) or
+        their `QuestionAnsweringWindows`; `validation_data` likewise."""
+        if isinstance(x, list) and x and isinstance(x[0], SquadExample):
+            x = self.windows(x)
+        if isinstance(x, QuestionAnsweringWindows):
+            if x.start_positions is None:
+                raise ValueError("fit needs windows with answers: examples with answers (read_squad).")
+            x = self._window_dataset(x, batch_size, shuffle=shuffle)
+            batch_size = None
+        if isinstance(validation_data, list) and validation_data and isinstance(validation_data[0], SquadExample):
+            validation_data = self._window_dataset(self.windows(validation_data), batch_size)
+        return super().fit(x, y, batch_size=batch_size, epochs=epochs, validation_data=validation_data,
+                           shuffle=shuffle, **kwargs)
+
+    def predict_answers(self, examples, batch_size=None, n_best_size=20, max_answer_length=30,
+                        null_score_threshold=None):
+        """Answers to SquadExamples or a pair (questions, contexts) of
+        lists: a list of `QuestionAnsweringPrediction` (`text`, character
+        `start`/`end` in the context, `score`, `null_score`, `n_best`). With
+        `null_score_threshold` (SQuAD v2.0), "" when the no-answer score
+        beats the best span's by more than it; None (v1.1): always a span."""
+        windows = self.windows(examples)
+        outputs = self.predict_batches(self._window_dataset(windows, batch_size, keep_order=True, labels=False))
+        return decode_answers(
+            windows, outputs["start_logits"], outputs["end_logits"], n_best_size=n_best_size,
+            max_answer_length=max_answer_length, null_score_threshold=null_score_threshold,
+        )
+
+    def evaluate_squad(self, examples, batch_size=None, null_score_threshold=None, **kwargs):
+        """Official SQuAD exact match and F1 (percent) of `predict_answers`
+        on SquadExamples; with v2.0 examples also the HasAns/NoAns scores.
+        Pass `null_score_threshold` (e.g. 0.0) for v2.0."""
+        predictions = self.predict_answers(examples, batch_size, null_score_threshold=null_score_threshold,
+                                           **kwargs)
+        return squad_scores({e.id: p.text for e, p in zip(examples, predictions)}, examples)

@@ -1,0 +1,136 @@
+"""Sentence and sentence-pair classification (and regression)."""
+
+import keras
+
+from kerasbert.layers.pooling import POOLINGS, Pooling, preset_pooling
+from kerasbert.preprocessing.preprocessors import TextPreprocessor
+from kerasbert.tasks.fine_tuning import FineTuningTask
+from kerasbert.tasks.task import check_encoder, encoder_inputs
+
+# The head each family's transformers `...ForSequenceClassification` uses
+# on top of the first token: BERT and ALBERT the encoder's tanh pooler;
+# RoBERTa and ELECTRA a dense layer of their own (tanh, GELU).
+_FAMILY_HEADS = {"roberta": "tanh", "electra": "gelu"}
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class TextClassifier(FineTuningTask):
+    """Classifies single sentences or sentence pairs, or scores them
+    (`num_classes=1`: regression, STS-B style). Outputs float32 logits
+    `(batch, num_classes)`.
+
+    With `pooling="cls"` (the default) the head reads the first token
+    (`[CLS]`/`<s>`): with the encoder's pooler (BERT, ALBERT) it is dropout
+    and a dense layer on `pooled_output`; without one (RoBERTa, ELECTRA)
+    dropout, a dense layer of `hidden_dim` with `activation`, dropout and
+    the output layer on the first token of `sequence_output` — the heads of
+    transformers' `...ForSequenceClassification`, whose weights
+    `from_preset` keeps. With `pooling="mean"` it reads the mean of
+    `sequence_output` over the real tokens instead: what sentence
+    embedders such as all-MiniLM-L6-v2 were trained to make meaningful (and
+    their presets' default here), where their `[CLS]` pooler never was.
+
+    `fit`, `evaluate` and `predict` take raw strings (a list, or a tuple
+    `(first, second)` of two lists for pairs) through `preprocessor`; the
+    default `compile` is the fine-tuning recipe with sparse categorical
+    cross-entropy and accuracy (mean squared error for regression).
+
+    Args:
+        encoder: a `kerasbert.Encoder`.
+        num_classes: number of classes, or 1 for regression.
+        preprocessor: a `TextPreprocessor` (or None: inputs are packed
+            features).
+        dropout: dropout before the dense layers.
+        hidden_dim: width of the head's own dense layer; None: none when the
+            encoder has a pooler, else the encoder's `hidden_dim`.
+        activation: that layer's activation.
+        pooling: "cls" (the first token) or "mean" (over real tokens).
+
+    Examples:
+    >>> import numpy as np, kerasbert
+    >>> encoder = kerasbert.Encoder(vocabulary_size=100, num_layers=2, num_heads=2,
+    ...                             hidden_dim=16, intermediate_dim=32)
+    >>> model = kerasbert.TextClassifier(encoder, num_classes=3)
+    >>> logits = model.predict({"token_ids": np.array([[2, 7, 4, 3]]),
+    ...                         "segment_ids": np.zeros((1, 4), "int32"),
+    ...                         "padding_mask": np.ones((1, 4), "int32")}, verbose=0)
+    >>> logits.shape
+    (1, 3)
+    """
+
+    preprocessor_class = TextPreprocessor
+    huggingface_architecture = "SequenceClassification"
+
+    def __init__(self, encoder, num_classes, preprocessor=None, dropout=0.1, hidden_dim=None, activation="tanh",
+                 pooling="cls", **kwargs):
+        check_encoder(encoder)
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"num_classes must be a positive integer (1 for regression); got {num_classes!r}.")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+            raise ValueError(f"dropout must be a number in [0, 1); got {dropout!r}.")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling={pooling!r}; expected one of {POOLINGS}.")
+        if hidden_dim is None:
+            hidden_dim = 0 if encoder.pooler or pooling == "mean" else encoder.hidden_dim
+        if isinstance(hidden_dim, bool) or not isinstance(hidden_dim, int) or hidden_dim < 0:
+            raise ValueError(f"hidden_dim must be a non-negative integer or None; got {hidden_dim!r}.")
+        policy = encoder.dtype_policy
+        initializer = keras.initializers.TruncatedNormal(stddev=encoder.initializer_range)
+
+        # Layers.
+        head_dense = None
+        if hidden_dim:
+            head_dense = keras.layers.Dense(hidden_dim, activation=activation, kernel_initializer=initializer,
+                                            dtype=policy, name="classifier_dense")
+        output_dense = keras.layers.Dense(num_classes, kernel_initializer=initializer, dtype=policy,
+                                          name="classifier")
+
+        # Graph.
+        inputs = encoder_inputs(encoder)
+        outputs = encoder(inputs)
+        if pooling == "mean":
+            x = Pooling("mean", dtype=policy, name="pooling")(outputs["sequence_output"], inputs["padding_mask"])
+            if head_dense is not None:
+                x = head_dense(keras.layers.Dropout(dropout, dtype=policy, name="classifier_dense_dropout")(x))
+        elif head_dense is None:
+            x = outputs["pooled_output"]  # (batch, hidden)
+        else:
+            x = outputs["sequence_output"][:, 0, :]  # (batch, hidden): the first token
+            x = keras.layers.Dropout(dropout, dtype=policy, name="classifier_dense_dropout")(x)
+            x = head_dense(x)
+        x = keras.layers.Dropout(dropout, dtype=policy, name="classifier_dropout")(x)
+        logits = keras.layers.Activation("linear", dtype="float32", name="logits")(output_dense(x))
+        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+
+        # Config.
+        self.encoder = encoder
+        self.num_classes = num_classes
+        self.head_dense, self.output_dense = head_dense, output_dense
+        self._set_preprocessor(preprocessor)
+        if pooling == "mean" or head_dense is not None:  # the pooler is not read
+            self._freeze_unused_pooler()
+        self._finish(encoder, encoder=encoder, num_classes=num_classes, preprocessor=preprocessor, dropout=dropout,
+                     hidden_dim=hidden_dim, activation=activation, pooling=pooling)
+        self.compile()
+
+    @classmethod
+    def _preset_arguments(cls, preset, family, kwargs):
+        if family in _FAMILY_HEADS:
+            kwargs.setdefault("activation", _FAMILY_HEADS[family])
+        if "pooling" in preset_pooling(preset):  # a sentence embedder: its own pooling
+            kwargs.setdefault("pooling", preset_pooling(preset)["pooling"])
+        return kwargs
+
+    @classmethod
+    def _huggingface_arguments(cls, head_config):
+        return {"num_classes": int(head_config.get("num_labels") or len(head_config.get("id2label") or {}) or 2)}
+
+    def _default_loss(self):
+        if self.num_classes == 1:
+            return keras.losses.MeanSquaredError()
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def _default_metrics(self):
+        if self.num_classes == 1:
+            return [keras.metrics.MeanAbsoluteError(name="mean_absolute_error")]
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]

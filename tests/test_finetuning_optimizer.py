@@ -1,0 +1,107 @@
+"""The fine-tuning recipe: per-variable learning rates (head, layer-wise
+decay) against AdamW in numpy, weight-decay exclusions, serialization."""
+
+import keras
+import numpy as np
+import pytest
+from helpers import tiny_encoder
+
+import kerasbert
+from kerasbert.optimizers import AdamW, finetuning_optimizer, layer_depths
+
+
+def adamw_reference(weight, gradient, lr, weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6):
+    """One AdamW step in float64: decoupled decay, then Adam (Keras's
+    epsilon-hat form, first step)."""
+    weight = weight * (1 - lr * weight_decay)
+    m = (1 - beta_1) * gradient
+    v = (1 - beta_2) * gradient**2
+    alpha = lr * np.sqrt(1 - beta_2) / (1 - beta_1)
+    return weight - alpha * m / (np.sqrt(v) + epsilon)
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    return kerasbert.TextClassifier(tiny_encoder(num_layers=3), num_classes=3)
+
+
+def test_layer_depths(classifier):
+    depths = layer_depths(classifier)
+    assert depths["token_embedding/embeddings"] == 0
+    assert depths["embeddings_layer_norm/gamma"] == 0
+    assert depths["transformer_block_0/attention/qkv/kernel"] == 1
+    assert depths["transformer_block_2/output_dense/bias"] == 3
+    assert depths["pooler_dense/kernel"] == 4
+    assert depths["classifier/kernel"] == 4
+
+
+def test_albert_shared_blocks_take_the_last_layer_depth():
+    encoder = tiny_encoder(num_layers=4, num_layer_groups=2, embedding_dim=8)
+    depths = layer_depths(encoder)
+    assert depths["transformer_block_0/attention/qkv/kernel"] == 2
+    assert depths["transformer_block_1/attention/qkv/kernel"] == 4
+    assert depths["embeddings_projection/kernel"] == 0
+
+
+def test_every_variable_steps_with_its_own_rate(classifier):
+    optimizer = finetuning_optimizer(
+        classifier, total_steps=10, warmup_steps=0, learning_rate=1e-2, head_learning_rate_multiplier=20.0,
+        layer_decay=0.5, weight_decay=0.1, clipnorm=None,
+    )
+    variables = classifier.trainable_variables
+    before = [np.asarray(keras.ops.convert_to_numpy(v), "float64") for v in variables]
+    rng = np.random.default_rng(0)
+    gradients = [rng.normal(size=v.shape).astype("float32") for v in variables]
+    optimizer.apply([keras.ops.convert_to_tensor(g) for g in gradients], variables)
+    top = classifier.encoder.num_layers + 1
+    depths = layer_depths(classifier)
+    encoder_paths = {v.path for v in classifier.encoder.trainable_variables}
+    for variable, weight, gradient in zip(variables, before, gradients):
+        scale = 0.5 ** (top - depths[variable.path]) if variable.path in encoder_paths else 20.0
+        decayed = variable.name not in ("bias", "gamma", "beta")
+        expected = adamw_reference(weight, gradient.astype("float64"), 1e-2 * scale, 0.1 if decayed else 0.0)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(variable), expected, rtol=1e-4, atol=1e-6,
+                                   err_msg=variable.path)
+
+
+def test_multipliers_survive_serialization(classifier):
+    optimizer = finetuning_optimizer(classifier, total_steps=100, layer_decay=0.8,
+                                     head_learning_rate_multiplier=5.0)
+    restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    assert isinstance(restored, AdamW)
+    assert restored.learning_rate_multipliers == optimizer.learning_rate_multipliers
+    assert restored.multiplier("classifier/kernel") == 5.0
+    assert restored.multiplier("transformer_block_0/attention/qkv/kernel") == pytest.approx(0.8**3)
+    assert restored.multiplier("pooler_dense/kernel") == 1.0
+    assert restored.excluded_from_weight_decay == ("bias", "gamma", "beta")
+
+
+def test_accumulation_and_schedule_count_updates(classifier):
+    optimizer = finetuning_optimizer(classifier, total_steps=10, accumulation_steps=4, warmup_steps=2)
+    assert optimizer.gradient_accumulation_steps == 4
+    schedule = optimizer._learning_rate
+    assert float(schedule(8)) == pytest.approx(5e-5)  # 8 micro-batches = 2 updates: warmup done
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [
+        ({"layer_decay": 0.0}, "layer_decay"),
+        ({"layer_decay": 1.5}, "layer_decay"),
+        ({"head_learning_rate_multiplier": -1}, "head_learning_rate_multiplier"),
+        ({"total_steps": 0}, "total_steps"),
+    ],
+)
+def test_bad_recipe_arguments_name_the_argument(classifier, kwargs, argument):
+    kwargs = {"total_steps": 10, **kwargs}
+    with pytest.raises(ValueError, match=argument):
+        finetuning_optimizer(classifier, **kwargs)
+
+
+def test_bad_multiplier_patterns():
+    with pytest.raises(ValueError, match="regular expression"):
+        AdamW(learning_rate_multipliers={"(": 2.0})
+    with pytest.raises(ValueError, match="learning_rate_multipliers"):
+        AdamW(learning_rate_multipliers={"head": 0.0})
+    with pytest.raises(TypeError, match="model must be"):
+        layer_depths(keras.Sequential([keras.layers.Dense(1)]))

@@ -1,0 +1,254 @@
+"""The fine-tuning tasks on every backend: fit and predict on raw text,
+under jit and mixed precision, round trips through `save_to_preset` and
+`.keras`, and their errors. Tiny encoders over the MiniLM vocabulary keep
+them fast; the samples in tests/data are in the real formats."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+from helpers import TINY
+
+import kerasbert
+from kerasbert.preprocessing import (
+    QuestionAnsweringPreprocessor,
+    TextPreprocessor,
+    TokenClassificationPreprocessor,
+)
+from kerasbert.readers import read_conll, read_glue_tsv, read_squad
+
+SAMPLES = os.path.join(os.path.dirname(__file__), "data")
+
+
+def small_encoder(dtype=None, **overrides):
+    config = {**TINY, "vocabulary_size": 30522, "hidden_dim": 16, "num_layers": 2, "num_segments": 2,
+              "max_sequence_length": 128, "initializer_range": 0.3, **overrides}
+    return kerasbert.Encoder(**config, dtype=dtype)
+
+
+def same_outputs(a, b, atol=1e-5):
+    for x, y in zip(keras.tree.flatten(a), keras.tree.flatten(b)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=atol)
+
+
+@pytest.fixture(scope="module")
+def sst2():
+    return read_glue_tsv(os.path.join(SAMPLES, "glue_sst2.tsv"), "sentence", "label")
+
+
+@pytest.fixture(scope="module")
+def mrpc():
+    return read_glue_tsv(os.path.join(SAMPLES, "glue_mrpc.tsv"), ["#1 String", "#2 String"], "Quality")
+
+
+@pytest.fixture(scope="module")
+def conll():
+    return read_conll(os.path.join(SAMPLES, "conll2003_sample.txt"))
+
+
+# --- TextClassifier ---------------------------------------------------------
+
+def text_classifier(tokenizer, num_classes=2, dtype=None, **kwargs):
+    preprocessor = TextPreprocessor(tokenizer, sequence_length=64, pad_to_sequence_length=False)
+    return kerasbert.TextClassifier(small_encoder(dtype), num_classes=num_classes, preprocessor=preprocessor,
+                                    **kwargs)
+
+
+@pytest.fixture(scope="module")
+def classifier(minilm_tokenizer, sst2):
+    """A classifier trained on the SST-2 sample."""
+    model = text_classifier(minilm_tokenizer, dropout=0.2)
+    model.compile(learning_rate=5e-3, warmup_fraction=0.0)
+    history = model.fit(sst2.x, sst2.y, batch_size=4, epochs=10, verbose=0)
+    return model, history.history
+
+
+def test_classifier_learns_raw_sentences_and_predicts_in_order(classifier, sst2):
+    model, history = classifier
+    assert history["loss"][-1] < history["loss"][0]
+    assert history["accuracy"][-1] >= 0.9
+    logits = model.predict(sst2.x, batch_size=5)
+    assert logits.shape == (len(sst2), 2) and logits.dtype == np.float32
+    # Predicted sorted by length, returned in input order.
+    one_by_one = np.concatenate([model.predict(sst2.x[i:i + 1], verbose=0) for i in (0, 1)])
+    np.testing.assert_allclose(logits[:2], one_by_one, atol=1e-5)
+    assert model.evaluate(sst2.x, sst2.y, verbose=0, return_dict=True)["accuracy"] >= 0.9
+
+
+def test_classifier_pairs_and_regression(minilm_tokenizer, mrpc):
+    model = text_classifier(minilm_tokenizer, num_classes=1, pooling="mean")
+    history = model.fit(mrpc.x, mrpc.y.astype("float32"), batch_size=5, epochs=2, verbose=0)
+    assert set(history.history) == {"loss", "mean_absolute_error"}
+    scores = model.predict(mrpc.x)
+    assert scores.shape == (len(mrpc), 1)
+    # A dataset of raw pairs, unbatched, works the same way.
+    dataset = mrpc.dataset()
+    np.testing.assert_allclose(model.predict(dataset), scores, atol=1e-5)
+
+
+def test_classifier_round_trips(classifier, sst2, tmp_path):
+    model, _ = classifier
+    expected = model.predict(sst2.x[:3])
+    model.save_to_preset(tmp_path / "preset")
+    restored = kerasbert.TextClassifier.from_preset(str(tmp_path / "preset"))
+    assert restored.get_config()["dropout"] == 0.2 and restored.num_classes == 2
+    same_outputs(restored.predict(sst2.x[:3]), expected)
+    assert kerasbert.from_preset(str(tmp_path / "preset")).count_params() == model.encoder.count_params()
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.models.load_model(tmp_path / "model.keras")
+    same_outputs(reloaded.predict(sst2.x[:3]), expected)
+
+
+def test_classifier_under_mixed_precision_and_jit(minilm_tokenizer, sst2):
+    model = text_classifier(minilm_tokenizer, dtype="mixed_bfloat16", hidden_dim=8, activation="gelu")
+    model.compile(jit_compile="auto")  # XLA on TensorFlow and JAX; torch.compile is not used
+    model.fit(sst2.x, sst2.y, batch_size=6, verbose=0)
+    logits = model.predict(sst2.x[:2])
+    assert logits.dtype == np.float32 and np.all(np.isfinite(logits))
+
+
+def test_classifier_errors(minilm_tokenizer, sst2):
+    with pytest.raises(ValueError, match="num_classes"):
+        kerasbert.TextClassifier(small_encoder(), num_classes=0)
+    with pytest.raises(TypeError, match="encoder"):
+        kerasbert.TextClassifier("bert", num_classes=2)
+    model = text_classifier(minilm_tokenizer)
+    with pytest.raises(ValueError, match="y has 2 entries"):
+        model.fit(sst2.x, sst2.y[:2], verbose=0)
+    with pytest.raises(ValueError, match="warmup_fraction"):
+        model.compile(warmup_fraction=2)
+
+
+# --- TokenClassifier --------------------------------------------------------
+
+def token_classifier(tokenizer, labels, crf=False, dtype=None):
+    preprocessor = TokenClassificationPreprocessor(tokenizer, sequence_length=64, pad_to_sequence_length=False)
+    return kerasbert.TokenClassifier(small_encoder(dtype), labels=labels, crf=crf, preprocessor=preprocessor)
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["softmax", "crf"])
+def ner(request, minilm_tokenizer, conll):
+    """A token classifier (softmax or CRF) trained on the CoNLL sample."""
+    model = token_classifier(minilm_tokenizer, conll.label_names, crf=request.param)
+    model.compile(learning_rate=1e-2, head_learning_rate_multiplier=2.0, warmup_fraction=0.0)
+    # 12 of the 13 sentences: whole batches, so few distinct shapes to compile.
+    history = model.fit(conll.words[:12], conll.tag_ids()[:12], batch_size=4, epochs=20, verbose=0)
+    return model, history.history
+
+
+def test_token_classifier_learns_conll_entities(ner, conll):
+    model, history = ner
+    assert history["loss"][-1] < 0.5 * history["loss"][0]
+    scores = model.evaluate_entities(conll.words, conll.tags)
+    assert scores["f1"] > 0.5, scores
+    tags = model.predict_tags(conll.words[:3])
+    assert [len(t) for t in tags] == [len(w) for w in conll.words[:3]]
+    if model.crf is not None:  # the CRF only decodes valid IOB2 sequences
+        for row in model.predict_tags(conll.words):
+            names = [conll.label_names[t] for t in row]
+            for previous, tag in zip(["O"] + names, names):
+                assert not tag.startswith("I-") or previous[2:] == tag[2:], names
+
+
+def test_token_classifier_entities_point_into_raw_text(ner, conll):
+    model, _ = ner
+    texts = ["  ".join(words) for words in conll.words[:4]]
+    found = model.predict_entities(texts)
+    assert any(found)
+    for text, entities in zip(texts, found):
+        for entity in entities:
+            assert text[entity["start"]:entity["end"]] == entity["text"]
+            assert entity["type"] in {"PER", "ORG", "LOC", "MISC"}
+
+
+def test_token_classifier_round_trips(ner, conll, tmp_path):
+    model, _ = ner
+    expected = model.predict_tags(conll.words[:3])
+    model.save_to_preset(tmp_path / "preset")
+    restored = kerasbert.TokenClassifier.from_preset(str(tmp_path / "preset"))
+    assert restored.labels == conll.label_names and (restored.crf is not None) == (model.crf is not None)
+    same_outputs(restored.predict_tags(conll.words[:3]), expected)
+    model.save(tmp_path / "model.keras")
+    same_outputs(keras.models.load_model(tmp_path / "model.keras").predict_tags(conll.words[:3]), expected)
+
+
+def test_token_classifier_errors():
+    with pytest.raises(ValueError, match="num_classes"):
+        kerasbert.TokenClassifier(small_encoder())
+    with pytest.raises(ValueError, match="labels"):
+        kerasbert.TokenClassifier(small_encoder(), num_classes=3, labels=["O", "B-X"])
+
+
+# --- QuestionAnswerer -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def squad_v2():
+    return read_squad(os.path.join(SAMPLES, "squad_v2_sample.json"))
+
+
+def question_answerer(tokenizer, dtype=None):
+    preprocessor = QuestionAnsweringPreprocessor(tokenizer, sequence_length=128, doc_stride=16, max_question_length=32)
+    return kerasbert.QuestionAnswerer(small_encoder(dtype), preprocessor=preprocessor)
+
+
+@pytest.fixture(scope="module")
+def reader(minilm_tokenizer, squad_v2):
+    model = question_answerer(minilm_tokenizer)
+    model.compile(learning_rate=5e-3, warmup_fraction=0.0)
+    history = model.fit(squad_v2, batch_size=16, epochs=12, verbose=0)
+    return model, history.history
+
+
+def test_question_answerer_learns_the_sample_and_scores_it(reader, squad_v2):
+    model, history = reader
+    assert history["loss"][-1] < 0.5 * history["loss"][0]
+    answers = model.predict_answers(squad_v2, null_score_threshold=0.0)
+    for example, answer in zip(squad_v2, answers):
+        if answer.text:
+            assert example.context[answer.start:answer.end] == answer.text
+    scores = model.evaluate_squad(squad_v2, null_score_threshold=0.0)
+    assert {"exact_match", "f1", "HasAns_f1", "NoAns_f1"} <= set(scores)
+    assert scores["f1"] > 30, scores
+
+
+def test_question_answerer_round_trips(reader, squad_v2, tmp_path):
+    model, _ = reader
+    expected = [a.text for a in model.predict_answers(squad_v2[:3])]
+    model.save_to_preset(tmp_path / "preset")
+    restored = kerasbert.QuestionAnswerer.from_preset(str(tmp_path / "preset"))
+    assert restored.preprocessor.sequence_length == 128
+    assert [a.text for a in restored.predict_answers(squad_v2[:3])] == expected
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.models.load_model(tmp_path / "model.keras")
+    assert [a.text for a in reloaded.predict_answers(squad_v2[:3])] == expected
+
+
+@pytest.mark.parametrize("task", ["ner-crf", "squad"])
+def test_tasks_train_under_mixed_precision(minilm_tokenizer, conll, squad_v2, task):
+    if task == "squad":
+        model = question_answerer(minilm_tokenizer, dtype="mixed_bfloat16")
+        model.fit(squad_v2[:4], batch_size=4, verbose=0)
+        assert all(isinstance(a.text, str) for a in model.predict_answers(squad_v2[:2]))
+    else:
+        model = token_classifier(minilm_tokenizer, conll.label_names, crf=True, dtype="mixed_bfloat16")
+        model.fit(conll.words[:4], conll.tag_ids()[:4], batch_size=2, verbose=0)
+        assert [len(t) for t in model.predict_tags(conll.words[:2])] == [len(w) for w in conll.words[:2]]
+    assert model.encoder.compute_dtype == "bfloat16"
+
+
+# --- TextEmbedder -----------------------------------------------------------
+
+def test_embedder_pools_and_round_trips(minilm_tokenizer, sst2, tmp_path):
+    preprocessor = TextPreprocessor(minilm_tokenizer, sequence_length=64, pad_to_sequence_length=False)
+    model = kerasbert.TextEmbedder(small_encoder(), pooling="cls", normalize=True, preprocessor=preprocessor)
+    vectors = model.predict(sst2.x[:4])
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    targets = np.eye(16, dtype="float32")[:4]
+    history = model.fit(sst2.x[:4], targets, batch_size=2, epochs=3, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    model.save_to_preset(tmp_path / "preset")
+    same_outputs(kerasbert.TextEmbedder.from_preset(str(tmp_path / "preset")).predict(sst2.x[:4]),
+                 model.predict(sst2.x[:4]))
+    with pytest.raises(ValueError, match="pooling"):
+        kerasbert.TextEmbedder(small_encoder(), pooling="max")
