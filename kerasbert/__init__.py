@@ -9,6 +9,7 @@ Examples:
 
 from kerasbert import convert, layers, metrics, optimizers, preprocessing, readers, tasks, tokenizers
 from kerasbert.encoder import Encoder
+from kerasbert.finetuning import finetune
 from kerasbert.preprocessing import Packer
 from kerasbert.presets import (
     PresetNotAvailableError,
@@ -39,6 +40,7 @@ __all__ = [
     "PresetNotAvailableError",
     "QuestionAnswerer",
     "convert",
+    "finetune",
     "from_preset",
     "get_preset",
     "layers",

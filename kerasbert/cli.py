@@ -92,6 +92,97 @@ def _add_pretrain(commands):
     parser.set_defaults(run=_pretrain)
 
 
+def _finetune(args):
+    from kerasbert.finetuning import finetune
+
+    kwargs = {k: v for k, v in vars(args).items() if k not in ("command", "run", "no_header")}
+    kwargs["header"] = not args.no_header
+    if args.text_columns is not None:
+        columns = [c.strip() for c in args.text_columns.split(",")]
+        kwargs["text_columns"] = [_column_index("--text-columns", c) for c in columns] if args.no_header else columns
+    if args.label_column is not None and args.no_header:
+        kwargs["label_column"] = _column_index("--label-column", args.label_column)
+    if args.labels is not None:
+        kwargs["labels"] = [label.strip() for label in args.labels.split(",")]
+    result = finetune(**kwargs)
+    if result.best_preset_dir is not None:
+        print(f"Fine-tuned {args.task}: best val_{result.metric} {result.best_metric:.4f} at epoch "
+              f"{result.best_epoch} of {len(result.history['epoch'])}, preset in {result.best_preset_dir} "
+              f"(last epoch: {result.final_preset_dir})")
+    else:
+        loss = result.history.get("loss", [None])[-1]
+        print(f"Fine-tuned {args.task} for {len(result.history['epoch'])} epoch(s)"
+              + (f" (training loss {loss:.4g})" if loss is not None else "")
+              + f", preset in {result.final_preset_dir} (no --validation-file: no best epoch)")
+    return 0
+
+
+def _column_index(flag, value):
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{flag} {value!r}: with --no-header, columns are integer indices such as 0 or 3.") from None
+
+
+def _add_finetune(commands):
+    from kerasbert.finetuning import TASKS
+    from kerasbert.pretraining import PRECISIONS
+
+    parser = commands.add_parser(
+        "finetune",
+        help="fine-tune a preset on GLUE-style TSV, CoNLL-2003 or SQuAD files",
+        description="Fine-tunes a preset on a classification (GLUE-style TSV), NER (CoNLL-2003) or "
+        "question-answering (SQuAD v1.1/v2.0 JSON) file. With --validation-file, every epoch is scored "
+        "with the task's metric, the best epoch is kept as a task preset in OUTPUT/best and --patience "
+        "stops early; OUTPUT/final holds the last epoch, OUTPUT/history.json the per-epoch losses and "
+        "metrics, OUTPUT/run.json the settings.",
+    )
+    add = parser.add_argument
+    add("--task", required=True, choices=TASKS)
+    add("--preset", required=True, metavar="NAME",
+        help="a built-in preset name, a preset directory (also a task preset such as a previous OUTPUT/best), "
+        "a Hugging Face checkpoint directory or hf://org/name")
+    add("--train-file", required=True, metavar="PATH")
+    add("--validation-file", metavar="PATH", help="scored every epoch to keep the best one")
+    add("--output", required=True, metavar="DIR", help="a new (or empty) directory for the run")
+    add("--text-columns", metavar="A[,B]",
+        help="classification: the text column, or two for pairs (names; indices with --no-header); "
+        "default: GLUE's column names")
+    add("--label-column", metavar="NAME", help="classification: the label column (default: GLUE's names)")
+    add("--regression", action="store_true", help="classification: fit scores (STS-B) instead of classes")
+    add("--no-header", action="store_true", help="classification: the TSV files have no header line")
+    add("--labels", metavar="A,B,...",
+        help="classification: the class names in id order; ner: every tag (default: the training file's)")
+    add("--crf", action="store_true", help="ner: a CRF output layer")
+    add("--sequence-length", type=int, metavar="N",
+        help="tokens per example (window for squad); default the encoder's, at most 512 (384 for squad)")
+    add("--doc-stride", type=int, metavar="N", help="squad: tokens shared by consecutive windows")
+    add("--max-question-length", type=int, metavar="N", help="squad: tokens kept of each question")
+    add("--max-answer-length", type=int, default=30, metavar="N", help="squad: the longest answer in tokens")
+    add("--batch-size", type=int, default=32, metavar="N")
+    add("--epochs", type=int, default=3, metavar="N")
+    add("--learning-rate", type=float, metavar="LR", help="peak learning rate (default 5e-5)")
+    add("--head-learning-rate-multiplier", type=float, metavar="X",
+        help="the new head's learning rate relative to the encoder's (default 1)")
+    add("--layer-decay", type=float, metavar="X", help="layer-wise learning-rate decay in (0, 1] (default 1)")
+    add("--weight-decay", type=float, metavar="X", help="AdamW weight decay (default 0.01)")
+    add("--warmup-fraction", type=float, metavar="X", help="share of the updates spent warming up (default 0.1)")
+    add("--accumulation-steps", type=int, default=1, metavar="N", help="gradient accumulation")
+    add("--precision", choices=PRECISIONS, default="float32")
+    add("--jit-compile", choices=("auto", "true", "false"), default="auto",
+        help="XLA / torch.compile for the train step (auto: Keras's choice)")
+    add("--metric", metavar="NAME",
+        help="the validation metric that picks the best epoch (default: accuracy, pearson with "
+        "--regression, f1 for ner and squad)")
+    add("--patience", type=int, metavar="N", help="stop after N epochs without a better --metric")
+    add("--null-score-threshold", type=float, metavar="X",
+        help="squad v2.0: answer nothing when the no-answer score beats the best span by more (default 0)")
+    add("--from-scratch", action="store_true", help="random initial weights (a baseline)")
+    add("--seed", type=int, default=0)
+    add("--verbose", type=int, default=1, choices=(0, 1, 2))
+    parser.set_defaults(run=_finetune)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="kerasbert",
@@ -109,6 +200,7 @@ def build_parser():
     )
     presets.set_defaults(run=_presets)
     _add_pretrain(commands)
+    _add_finetune(commands)
     return parser
 
 

@@ -1,0 +1,650 @@
+"""`kerasbert.finetuning.finetune`: the `kerasbert finetune` command as a
+function.
+
+From a standard fine-tuning file to a fine-tuned task preset: GLUE-style
+TSV files (`classification`: single sentences, pairs, or scores),
+CoNLL-2003 files (`ner`) or SQuAD v1.1/v2.0 JSON (`squad`) are read with
+`kerasbert.readers`, the task is built with `from_preset`, trained with the
+fine-tuning recipe (one `fit` over all epochs, so warmup and decay span the
+whole run) and, with a validation file, scored after every epoch with the
+task's own metric: the best epoch is kept, and training stops early after
+`patience` epochs without improvement.
+
+Layout of `output/`:
+
+- `run.json`: the run's settings (with the labels, columns and metric the
+  run resolved);
+- `history.json`: one list per value, one entry per epoch: `epoch`, the
+  training logs (`loss`, ...) and the validation metrics (`val_accuracy`,
+  `val_f1`, ...);
+- `best/`: the task after its best epoch by `metric` (with a validation
+  file only), replaced only by a complete better one;
+- `final/`: the task after the last epoch.
+
+`best/` and `final/` are task presets: `TextClassifier.from_preset(dir)`
+(or `TokenClassifier`, `QuestionAnswerer`) restores the whole task, and
+`kerasbert.from_preset(dir)` the encoder alone. Each also holds
+`finetuning.json`: the epoch it comes from and its validation metrics.
+"""
+
+import dataclasses
+import numbers
+import os
+import shutil
+import tempfile
+
+import keras
+import numpy as np
+
+from kerasbert.utils.io import write_json
+
+TASKS = ("classification", "ner", "squad")
+# Validation metrics each task can select the best epoch by; the first is
+# the default. Those in _MINIMIZED are better when lower.
+CLASSIFICATION_METRICS = ("accuracy", "f1", "matthews_correlation", "loss")
+REGRESSION_METRICS = ("pearson", "spearman", "mean_squared_error")
+NER_METRICS = ("f1", "precision", "recall")
+SQUAD_METRICS = ("f1", "exact_match", "HasAns_f1", "HasAns_exact_match", "NoAns_f1", "NoAns_exact_match")
+_MINIMIZED = ("loss", "mean_squared_error")
+# Header names of the GLUE files, tried in order when text_columns /
+# label_column are not given.
+GLUE_TEXT_COLUMNS = (
+    ("sentence1", "sentence2"),  # MNLI, RTE, WNLI, STS-B
+    ("#1 String", "#2 String"),  # MRPC
+    ("question1", "question2"),  # QQP
+    ("question", "sentence"),  # QNLI
+    ("premise", "hypothesis"),
+    ("sentence",),  # SST-2, CoLA's test set
+    ("text",),
+)
+GLUE_LABEL_COLUMNS = ("gold_label", "label", "Quality", "is_duplicate", "score")
+BEST, FINAL, RECORD_FILE = "best", "final", "finetuning.json"
+
+
+@dataclasses.dataclass
+class FinetuningResult:
+    """What `finetune` returns.
+
+    Attributes:
+        model: the task after the last epoch (the best one is in
+            `best_preset_dir`).
+        history: one list per value (`epoch`, `loss`, `val_...`), one entry
+            per epoch, as in `history.json`.
+        metric: the validation metric that picks the best epoch (without
+            the `val_` prefix), or None without a validation file.
+        best_epoch: the best epoch (1-based), or None.
+        best_metric: its value of `metric`, or None.
+        best_preset_dir: the best epoch's task preset, or None.
+        final_preset_dir: the last epoch's task preset.
+        labels: the class or tag names (ids index them), or None.
+        settings: the run's settings, as in `run.json` (with the resolved
+            labels, columns, metric, `sequence_length`, and for squad
+            `squad_version` and `null_score_threshold`).
+    """
+
+    model: keras.Model
+    history: dict
+    metric: str | None
+    best_epoch: int | None
+    best_metric: float | None
+    best_preset_dir: str | None
+    final_preset_dir: str
+    labels: list | None = None
+    settings: dict | None = None
+
+
+# -- argument checks ----------------------------------------------------------
+
+def _flag(name):
+    """An argument's name and its command-line flag: "epochs (--epochs)"."""
+    return f"{name} (--{name.replace('_', '-')})"
+
+
+def _check_choice(name, value, choices):
+    if isinstance(value, bool) and not any(isinstance(c, bool) for c in choices) or value not in choices:
+        raise ValueError(f"{_flag(name)}={value!r} is not supported; expected one of {list(choices)}.")
+
+
+def _check_int(name, value, minimum, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ValueError(f"{_flag(name)} must be {kind}{' or None' if allow_none else ''}; got {value!r}.")
+
+
+def _check_real(name, value, low, high=None, low_open=False):
+    if value is None:
+        return
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and np.isfinite(value)
+    ok = ok and (value > low if low_open else value >= low) and (high is None or value <= high)
+    if not ok:
+        interval = f"{'(' if low_open else '['}{low}, {'inf)' if high is None else f'{high}]'}"
+        raise ValueError(f"{_flag(name)} must be a number in {interval} or None; got {value!r}.")
+
+
+def _check_only_for(task, name, value, default, tasks):
+    if task not in tasks and value != default:
+        raise ValueError(
+            f"{_flag(name)}={value!r} is for task={' or '.join(repr(t) for t in tasks)}, not task={task!r}; "
+            "leave it out."
+        )
+
+
+# -- classification: GLUE-style TSV ------------------------------------------------
+
+def _header(path):
+    """The column names on a TSV file's first line."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            return f.readline().rstrip("\r\n").split("\t")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"TSV file {path} is not UTF-8 text: {e}.") from None
+
+
+def _glue_columns(path, text_columns, label_column, header):
+    """(text_columns, label_column), the missing ones found among GLUE's
+    header names."""
+    if text_columns is not None:
+        text_columns = [text_columns] if isinstance(text_columns, (str, numbers.Integral)) else list(text_columns)
+    if text_columns is not None and label_column is not None:
+        return text_columns, label_column
+    if not header:
+        raise ValueError(
+            "header=False (--no-header): give text_columns (--text-columns) and label_column "
+            "(--label-column) as column indices, e.g. text_columns=[3], label_column=1 for CoLA."
+        )
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"TSV file not found: {path}")
+    names = _header(path)
+    if text_columns is None:
+        found = [list(c) for c in GLUE_TEXT_COLUMNS if all(n in names for n in c)]
+        if not found:
+            raise ValueError(
+                f"text_columns (--text-columns) is needed: {path}'s header {names} has none of GLUE's "
+                f"text columns {[list(c) for c in GLUE_TEXT_COLUMNS]}."
+            )
+        text_columns = found[0]
+    if label_column is None:
+        found = [n for n in GLUE_LABEL_COLUMNS if n in names]
+        if not found:
+            raise ValueError(
+                f"label_column (--label-column) is needed: {path}'s header {names} has none of GLUE's "
+                f"label columns {list(GLUE_LABEL_COLUMNS)}."
+            )
+        label_column = found[0]
+    return text_columns, label_column
+
+
+def _looks_like_scores(names):
+    """Whether class names are numbers that are not all integers ("4.800")."""
+    try:
+        values = [float(n) for n in names]
+    except ValueError:
+        return False
+    return any(not v.is_integer() for v in values) or any("." in n for n in names)
+
+
+def _read_classification(settings):
+    from kerasbert.readers import read_glue_tsv
+
+    text_columns, label_column = _glue_columns(
+        settings["train_file"], settings["text_columns"], settings["label_column"], settings["header"]
+    )
+    options = {"header": settings["header"], "regression": settings["regression"], "label_names": settings["labels"]}
+    train = read_glue_tsv(settings["train_file"], text_columns, label_column, **options)
+    if not settings["regression"] and settings["labels"] is None and _looks_like_scores(train.label_names):
+        raise ValueError(
+            f"label_column={label_column!r} of {settings['train_file']} holds scores such as "
+            f"{train.label_names[-1]!r}: pass regression=True (--regression) to fit them, or "
+            "labels=[...] (--labels) to treat them as classes."
+        )
+    if not settings["regression"] and len(train.label_names) < 2:
+        raise ValueError(
+            f"{settings['train_file']} has a single label {train.label_names} in label_column={label_column!r}; "
+            "classification needs two or more (or pass labels=[...] with every class)."
+        )
+    validation = None
+    if settings["validation_file"] is not None:
+        if not settings["regression"]:
+            options["label_names"] = train.label_names
+        validation = read_glue_tsv(settings["validation_file"], text_columns, label_column, **options)
+    settings.update(text_columns=text_columns, label_column=label_column,
+                    labels=None if settings["regression"] else list(train.label_names))
+    return train, validation
+
+
+def _log_softmax(logits):
+    logits = logits.astype(np.float64)
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def _pearson(a, b):
+    a, b = a - a.mean(), b - b.mean()
+    denominator = np.sqrt((a * a).sum() * (b * b).sum())
+    return float((a * b).sum() / denominator) if denominator > 0 else 0.0
+
+
+def _ranks(values):
+    """Ranks from 0, ties sharing their average rank (as scipy's rankdata)."""
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(len(values))
+    _, group = np.unique(values, return_inverse=True)
+    return (np.bincount(group, ranks) / np.bincount(group))[group]
+
+
+def regression_scores(predictions, targets):
+    """Pearson and Spearman correlations (GLUE's STS-B metrics) and the
+    mean squared error of predicted scores; a correlation with a constant
+    side is 0.
+
+    Examples:
+    >>> scores = regression_scores(np.array([0.1, 0.4, 0.2]), np.array([1.0, 3.0, 2.0]))
+    >>> round(scores["pearson"], 4), scores["spearman"], round(scores["mean_squared_error"], 4)
+    (0.982, 1.0, 3.6033)
+    """
+    predictions = np.asarray(predictions, np.float64).reshape(-1)
+    targets = np.asarray(targets, np.float64).reshape(-1)
+    return {
+        "pearson": _pearson(predictions, targets),
+        "spearman": _pearson(_ranks(predictions), _ranks(targets)),
+        "mean_squared_error": float(np.mean((predictions - targets) ** 2)),
+    }
+
+
+def classification_scores(logits, targets):
+    """Accuracy, Matthews correlation (CoLA's metric, multi-class by
+    Gorodkin's formula), cross-entropy `loss` and, for two classes, the F1
+    of class 1 (MRPC's and QQP's metric).
+
+    Examples:
+    >>> logits = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 3.0]])
+    >>> scores = classification_scores(logits, np.array([0, 1, 1, 1]))
+    >>> scores["accuracy"], round(scores["f1"], 4), round(scores["matthews_correlation"], 4)
+    (0.75, 0.8, 0.5774)
+    """
+    logits = np.asarray(logits)
+    targets = np.asarray(targets).astype(np.int64).reshape(-1)
+    classes = logits.shape[-1]
+    predicted = logits.argmax(-1)
+    confusion = np.zeros((classes, classes), np.float64)
+    np.add.at(confusion, (targets, predicted), 1.0)
+    total, correct = confusion.sum(), np.trace(confusion)
+    true, guessed = confusion.sum(1), confusion.sum(0)
+    denominator = np.sqrt((total ** 2 - (guessed ** 2).sum()) * (total ** 2 - (true ** 2).sum()))
+    scores = {
+        "accuracy": float(correct / total),
+        "matthews_correlation": float((correct * total - (guessed * true).sum()) / denominator)
+        if denominator > 0 else 0.0,
+        "loss": float(-_log_softmax(logits)[np.arange(len(targets)), targets].mean()),
+    }
+    if classes == 2:
+        hits = confusion[1, 1]
+        scores["f1"] = float(2 * hits / (true[1] + guessed[1])) if hits else 0.0
+    return scores
+
+
+# -- the run --------------------------------------------------------------------
+
+def _squad_windows(sequence_length, doc_stride, max_question_length):
+    """Window settings that fit `sequence_length`: transformers' run_qa.py
+    defaults (384, 128, 64) scaled down for shorter windows."""
+    if max_question_length is None:
+        max_question_length = min(64, sequence_length // 4)
+    if doc_stride is None:
+        doc_stride = min(128, sequence_length // 3)
+    return {"sequence_length": sequence_length, "doc_stride": doc_stride,
+            "max_question_length": max(1, max_question_length)}
+
+
+def _build_task(settings):
+    from kerasbert.presets import from_preset
+    from kerasbert.tasks import QuestionAnswerer, TextClassifier, TokenClassifier
+
+    common = {"load_weights": not settings["from_scratch"], "dtype": settings["precision"]}
+    task, length = settings["task"], settings["sequence_length"]
+    if task == "classification":
+        num_classes = 1 if settings["regression"] else len(settings["labels"])
+        return TextClassifier.from_preset(settings["preset"], num_classes=num_classes, sequence_length=length,
+                                          **common)
+    if task == "ner":
+        return TokenClassifier.from_preset(settings["preset"], labels=settings["labels"], crf=settings["crf"],
+                                           sequence_length=length, **common)
+    from kerasbert.preprocessing import QuestionAnsweringPreprocessor
+
+    if length is None:  # the task's default: the encoder's longest, at most 384
+        probe = from_preset(settings["preset"], load_weights=False)
+        length = min(probe.max_sequence_length, QuestionAnswerer.default_sequence_length)
+        del probe
+    windows = _squad_windows(length, settings["doc_stride"], settings["max_question_length"])
+    preprocessor = QuestionAnsweringPreprocessor.from_preset(settings["preset"], **windows)
+    return QuestionAnswerer.from_preset(settings["preset"], preprocessor=preprocessor, **common)
+
+
+def _sequence_length(model):
+    return int(model.preprocessor.sequence_length)
+
+
+class _Validator:
+    """The task-level validation metrics of a model (a dict of floats)."""
+
+    def __init__(self, settings, validation):
+        self.settings, self.validation = settings, validation
+
+    def __call__(self, model):
+        s, data, batch = self.settings, self.validation, self.settings["batch_size"]
+        if s["task"] == "classification":
+            outputs = np.asarray(model.predict(data.x, batch_size=batch))
+            if s["regression"]:
+                return regression_scores(outputs[:, 0], data.y)
+            return classification_scores(outputs, data.y)
+        if s["task"] == "ner":
+            scores = model.evaluate_entities(data.words, data.tags, batch_size=batch)
+            return {k: float(scores[k]) for k in NER_METRICS}
+        scores = model.evaluate_squad(data, batch_size=batch, null_score_threshold=s["null_score_threshold"],
+                                      max_answer_length=s["max_answer_length"])
+        return {k: float(v) for k, v in scores.items() if not k.endswith("total")}
+
+
+def _save_preset(model, directory, record):
+    """Writes the task preset and its record to a temporary directory next
+    to `directory`, then puts it in `directory`'s place: `directory` is
+    always either the previous complete preset or the new complete one (a
+    crash between the two renames leaves the previous one as
+    `.old-<name>-*` beside it)."""
+    parent, name = os.path.split(os.path.abspath(directory))
+    tmp = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=parent)
+    old = None
+    try:
+        model.save_to_preset(tmp)  # every file written and flushed atomically
+        write_json(os.path.join(tmp, RECORD_FILE), record)
+        if os.path.isdir(directory):
+            old = tempfile.mkdtemp(prefix=f".old-{name}-", dir=parent)
+            os.rmdir(old)
+            os.rename(directory, old)
+        try:
+            os.rename(tmp, directory)
+        except BaseException:
+            if old is not None:  # put the previous preset back
+                os.rename(old, directory)
+                old = None
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+class _EpochRecorder(keras.callbacks.Callback):
+    """After every epoch: scores the model on the validation data, extends
+    the history (history.json), saves a better epoch as the best preset and
+    stops training after `patience` epochs without improvement."""
+
+    def __init__(self, output, settings, validator, verbose):
+        super().__init__()
+        self.output, self.settings, self.validator, self.verbose = output, settings, validator, verbose
+        self.history, self.best_epoch, self.best_metric, self.waited = {}, None, None, 0
+
+    def _better(self, value):
+        if np.isnan(value):  # a diverged epoch is never the best
+            return False
+        if self.best_metric is None:
+            return True
+        if self.settings["metric"] in _MINIMIZED:
+            return value < self.best_metric
+        return value > self.best_metric
+
+    def on_epoch_end(self, epoch, logs=None):
+        entry = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()}}
+        scores = self.validator(self.model) if self.validator is not None else {}
+        entry.update({f"val_{k}": v for k, v in scores.items()})
+        for key, value in entry.items():
+            self.history.setdefault(key, []).append(value)
+        write_json(os.path.join(self.output, "history.json"), self.history)
+        if self.validator is None:
+            return
+        metric = self.settings["metric"]
+        value = scores[metric]
+        improved = self._better(value)
+        if improved:
+            self.best_epoch, self.best_metric, self.waited = epoch + 1, value, 0
+            _save_preset(self.model, os.path.join(self.output, BEST),
+                         {"epoch": epoch + 1, "metric": metric, "validation": scores})
+        else:
+            self.waited += 1
+        if self.verbose:
+            shown = ", ".join(f"val_{k} {v:.4f}" for k, v in scores.items())
+            print(f"Epoch {epoch + 1}: {shown}" + (" (best so far)" if improved else ""))
+        patience = self.settings["patience"]
+        if patience is not None and self.waited >= patience:
+            if self.verbose:
+                print(f"Stopping: val_{metric} has not improved for {patience} epoch(s) "
+                      f"(best {self.best_metric:.4f} at epoch {self.best_epoch}).")
+            self.model.stop_training = True
+
+
+def finetune(
+    task,
+    preset,
+    train_file,
+    output,
+    *,
+    validation_file=None,
+    text_columns=None,
+    label_column=None,
+    labels=None,
+    regression=False,
+    header=True,
+    crf=False,
+    sequence_length=None,
+    doc_stride=None,
+    max_question_length=None,
+    max_answer_length=30,
+    batch_size=32,
+    epochs=3,
+    learning_rate=None,
+    head_learning_rate_multiplier=None,
+    layer_decay=None,
+    weight_decay=None,
+    warmup_fraction=None,
+    accumulation_steps=1,
+    precision="float32",
+    jit_compile="auto",
+    metric=None,
+    patience=None,
+    null_score_threshold=None,
+    from_scratch=False,
+    seed=0,
+    callbacks=None,
+    verbose=1,
+):
+    """Fine-tunes a preset on a standard task file; returns a `FinetuningResult`.
+
+    Args:
+        task: "classification" (a GLUE-style TSV file -> `TextClassifier`:
+            one text column for single sentences, two for pairs, or scores
+            with `regression`), "ner" (a CoNLL-2003 file ->
+            `TokenClassifier`) or "squad" (SQuAD v1.1/v2.0 JSON ->
+            `QuestionAnswerer`).
+        preset: the encoder to start from: a built-in preset name, a
+            kerasbert preset directory (an encoder's, or a task preset such
+            as a previous run's `best/`), a Hugging Face checkpoint directory
+            (its `...For{SequenceClassification,TokenClassification,
+            QuestionAnswering}` head is kept when it fits) or `hf://org/name`.
+        train_file: the training file.
+        output: the run's directory (see the module docstring); it must not
+            exist or be empty.
+        validation_file: scored after every epoch, to keep the best epoch
+            and stop early; without it there is no `best/`, only `final/`.
+        text_columns, label_column: classification: the text column (or a
+            list of two for pairs) and the label's column, header names or
+            (with `header=False`) integer indices; by default GLUE's column
+            names found in the header (`sentence`, `sentence1`/`sentence2`,
+            `#1 String`/`#2 String`, `question1`/`question2`,
+            `question`/`sentence`; `label`, `gold_label`, `Quality`,
+            `is_duplicate`, `score`).
+        labels: classification: the class names as written in the file
+            (class ids index them; default: the training file's, sorted);
+            ner: every tag (default: the training file's, "O" first).
+        regression: classification: fit a score (STS-B) with one output and
+            mean squared error.
+        header: classification: whether the TSV files start with a header.
+        crf: ner: a CRF output layer (valid IOB2 sequences only).
+        sequence_length: tokens per example (per window for squad); default
+            the encoder's `max_sequence_length`, at most 512 (384 for squad).
+        doc_stride, max_question_length: squad: context tokens shared by
+            consecutive windows and the question's token budget; default
+            transformers' 128 and 64 at 384 tokens, scaled down for shorter
+            windows (a third and a quarter of `sequence_length`).
+        max_answer_length: squad: the longest answer in tokens.
+        batch_size, epochs: of the training.
+        learning_rate, head_learning_rate_multiplier, layer_decay,
+            weight_decay, warmup_fraction, accumulation_steps: the recipe
+            of `FineTuningTask.compile` (None: its defaults, 5e-5, 1.0, 1.0,
+            0.01, 0.1), scheduled over all `epochs`.
+        precision: "float32", "mixed_bfloat16" or "mixed_float16".
+        jit_compile: True, False or "auto" (Keras's choice: XLA on
+            TensorFlow and JAX).
+        metric: the validation metric that picks the best epoch (and that
+            `patience` watches): classification "accuracy" (default), "f1"
+            (two classes: class 1's), "matthews_correlation", "loss";
+            regression "pearson" (default), "spearman",
+            "mean_squared_error"; ner "f1" (default), "precision", "recall"
+            (entity-level, seqeval's); squad "f1" (default), "exact_match"
+            (and v2.0's "HasAns_f1", "NoAns_f1", ...). "loss" and
+            "mean_squared_error" are minimised, the others maximised; a tie
+            keeps the earlier epoch.
+        patience: stop after this many epochs without a better `metric`
+            (None: train every epoch); needs `validation_file`.
+        null_score_threshold: squad v2.0: answer "" when the no-answer score
+            beats the best span's by more than this; default 0.0 when a file
+            has impossible questions, else None (always a span).
+        from_scratch: random initial weights (a baseline) instead of the
+            preset's.
+        seed: the seed of the head's initial weights, shuffling and dropout.
+        callbacks: extra Keras callbacks for `fit`; they run before each
+            epoch's validation.
+        verbose: 0 silent, 1 a progress bar and a line per epoch, 2 a line
+            per epoch.
+    """
+    # The run's settings are its arguments, less where it is written and
+    # the callbacks; run.json records them once resolved.
+    settings = {name: value for name, value in locals().items() if name not in ("output", "callbacks")}
+    from kerasbert.pretraining import PRECISIONS, _check_precision_runs_here
+
+    _check_choice("task", task, TASKS)
+    _check_choice("precision", precision, PRECISIONS)
+    _check_choice("jit_compile", jit_compile, (True, False, "auto"))
+    for name, minimum in (("batch_size", 1), ("epochs", 1), ("accumulation_steps", 1), ("seed", 0),
+                          ("max_answer_length", 1)):
+        _check_int(name, settings[name], minimum)
+    for name, minimum in (("sequence_length", 1), ("patience", 1), ("doc_stride", 0),
+                          ("max_question_length", 1)):
+        _check_int(name, settings[name], minimum, allow_none=True)
+    _check_real("learning_rate", learning_rate, 0.0, low_open=True)
+    _check_real("head_learning_rate_multiplier", head_learning_rate_multiplier, 0.0, low_open=True)
+    _check_real("layer_decay", layer_decay, 0.0, 1.0, low_open=True)
+    _check_real("weight_decay", weight_decay, 0.0)
+    _check_real("warmup_fraction", warmup_fraction, 0.0, 1.0)
+    _check_real("null_score_threshold", null_score_threshold, -np.inf)
+    for name in ("regression", "header", "crf", "from_scratch"):
+        if not isinstance(settings[name], bool):
+            raise TypeError(f"{name} must be True or False; got {settings[name]!r}.")
+    for name, default in (("text_columns", None), ("label_column", None), ("regression", False),
+                          ("header", True)):
+        _check_only_for(task, name, settings[name], default, ("classification",))
+    _check_only_for(task, "crf", crf, False, ("ner",))
+    _check_only_for(task, "labels", labels, None, ("classification", "ner"))
+    for name, default in (("doc_stride", None), ("max_question_length", None), ("max_answer_length", 30),
+                          ("null_score_threshold", None)):
+        _check_only_for(task, name, settings[name], default, ("squad",))
+    if labels is not None:
+        if isinstance(labels, str) or not all(isinstance(label, str) for label in labels):
+            raise TypeError(f"labels must be a list of names such as ['0', '1'] or ['O', 'B-PER']; got {labels!r}.")
+        if regression:
+            raise ValueError(
+                f"labels (--labels)={list(labels)} names classes; regression=True (--regression) fits scores. "
+                "Give one of them."
+            )
+        settings["labels"] = labels = list(labels)
+    names = REGRESSION_METRICS if regression else {
+        "classification": CLASSIFICATION_METRICS, "ner": NER_METRICS, "squad": SQUAD_METRICS}[task]
+    if validation_file is None:
+        for name in ("metric", "patience"):
+            if settings[name] is not None:
+                raise ValueError(
+                    f"{_flag(name)}={settings[name]!r} needs validation_file (--validation-file): epochs are "
+                    "compared on it."
+                )
+    else:
+        settings["metric"] = metric = names[0] if metric is None else metric
+        _check_choice("metric", metric, names)
+    _check_precision_runs_here(precision, jit_compile)
+    for name in ("train_file", "validation_file"):
+        if settings[name] is not None:
+            settings[name] = os.fspath(settings[name])
+            if not os.path.isfile(settings[name]):
+                raise FileNotFoundError(f"{_flag(name)}={settings[name]!r} is not a file.")
+    settings["preset"] = os.fspath(preset)
+    output = os.fspath(output)
+    if os.path.exists(output) and (not os.path.isdir(output) or os.listdir(output)):
+        raise FileExistsError(
+            f"output (--output)={output!r} already exists and is not an empty directory; fine-tuning "
+            "never overwrites a run: choose another output directory."
+        )
+
+    # Data.
+    from kerasbert.readers import read_conll, read_squad
+
+    if task == "classification":
+        train, validation = _read_classification(settings)
+    elif task == "ner":
+        train = read_conll(settings["train_file"], label_names=labels)
+        settings["labels"] = list(train.label_names)
+        validation = None if validation_file is None else read_conll(
+            settings["validation_file"], label_names=train.label_names)
+    else:
+        train = read_squad(settings["train_file"])
+        validation = None if validation_file is None else read_squad(settings["validation_file"])
+        impossible = any(e.is_impossible for e in [*train, *(validation or [])])
+        settings["squad_version"] = "2.0" if impossible else "1.1"
+        if null_score_threshold is None and impossible:
+            settings["null_score_threshold"] = 0.0
+    if len(train) == 0:
+        raise ValueError(f"train_file (--train-file)={settings['train_file']!r} holds no examples.")
+    if validation is not None and len(validation) == 0:
+        raise ValueError(f"validation_file (--validation-file)={settings['validation_file']!r} holds no examples.")
+
+    # The task, compiled with the recipe.
+    keras.utils.set_random_seed(seed)
+    model = _build_task(settings)
+    recipe = {k: settings[k] for k in ("learning_rate", "head_learning_rate_multiplier", "layer_decay",
+                                       "weight_decay", "warmup_fraction")}
+    model.compile(accumulation_steps=accumulation_steps, jit_compile=jit_compile, **recipe)
+    settings["sequence_length"] = _sequence_length(model)
+    if task == "squad":
+        settings.update(doc_stride=model.preprocessor.doc_stride,
+                        max_question_length=model.preprocessor.max_question_length)
+
+    os.makedirs(output, exist_ok=True)
+    write_json(os.path.join(output, "run.json"), settings)
+    validator = None if validation is None else _Validator(settings, validation)
+    recorder = _EpochRecorder(output, settings, validator, verbose)
+    fit_options = {"batch_size": batch_size, "epochs": epochs, "callbacks": [*(callbacks or []), recorder],
+                       "verbose": verbose}
+    if task == "classification":
+        model.fit(train.x, train.y, **fit_options)
+    elif task == "ner":
+        model.fit(train.words, train.tag_ids(), **fit_options)
+    else:
+        model.fit(train, **fit_options)
+
+    final = os.path.join(output, FINAL)
+    last = {k[4:]: v[-1] for k, v in recorder.history.items() if k.startswith("val_")}
+    _save_preset(model, final, {"epoch": recorder.history["epoch"][-1], "metric": settings["metric"],
+                                "validation": last or None})
+    best = os.path.join(output, BEST) if recorder.best_epoch is not None else None
+    return FinetuningResult(model, recorder.history, settings["metric"], recorder.best_epoch,
+                            recorder.best_metric, best, final, settings.get("labels"), settings)
