@@ -117,9 +117,6 @@ class TokenClassifier(FineTuningTask):
         # Averaged over the labelled words, not over every position.
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
 
-    def _default_metrics(self):
-        return None
-
     def compile(self, optimizer="auto", loss="auto", metrics="auto", weighted_metrics="auto", **kwargs):
         """As `FineTuningTask.compile`; the default metric is the accuracy
         over labelled words (weighted by the targets' sample weights)."""
