@@ -306,11 +306,8 @@ class FineTuningTask(Task):
     @classmethod
     def _default_preprocessor(cls, preset, encoder, sequence_length):
         length = sequence_length or min(encoder.max_sequence_length, cls.default_sequence_length)
-        options = {"sequence_length": length}
-        if "pad_to_sequence_length" in inspect.signature(cls.preprocessor_class.__init__).parameters:
-            options["pad_to_sequence_length"] = False  # batches are padded to a few lengths instead
         try:
-            return cls.preprocessor_class.from_preset(preset, **options)
+            return cls.preprocessor_class.from_preset(preset, **cls._preprocessor_options(length))
         except FileNotFoundError as error:
             warnings.warn(
                 f"{error} The {cls.__name__} takes packed features (token_ids, ...), not text; pass "
@@ -318,6 +315,15 @@ class FineTuningTask(Task):
                 stacklevel=3,
             )
             return None
+
+    @classmethod
+    def _preprocessor_options(cls, sequence_length):
+        """Keyword arguments of the default preprocessor for windows of
+        `sequence_length` tokens."""
+        options = {"sequence_length": sequence_length}
+        if "pad_to_sequence_length" in inspect.signature(cls.preprocessor_class.__init__).parameters:
+            options["pad_to_sequence_length"] = False  # batches are padded to a few lengths instead
+        return options
 
     def _assign_task_weights(self, path):
         tensors = read_safetensors(path)

@@ -80,13 +80,11 @@ class QuestionAnswerer(FineTuningTask):
         self.compile()
 
     @classmethod
-    def _default_preprocessor(cls, preset, encoder, sequence_length):
+    def _preprocessor_options(cls, sequence_length):
         # transformers' SQuAD settings (stride 128, questions of 64 tokens at
         # 384), scaled down for shorter windows.
-        length = sequence_length or min(encoder.max_sequence_length, cls.default_sequence_length)
-        return QuestionAnsweringPreprocessor.from_preset(
-            preset, sequence_length=length, doc_stride=min(128, length // 3), max_question_length=min(64, length // 4)
-        )
+        return {"sequence_length": sequence_length, "doc_stride": min(128, sequence_length // 3),
+                "max_question_length": min(64, sequence_length // 4)}
 
     def _default_loss(self):
         # transformers' loss: the mean of the start and end cross-entropies.
