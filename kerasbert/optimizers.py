@@ -664,6 +664,11 @@ class AdamW(keras.optimizers.AdamW):
             self.assign_sub(variable, ops.multiply(variable, decay))
         super().update_step(gradient, variable, learning_rate)
 
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        if keras.backend.backend() != "torch" or self.amsgrad:
+            return super()._backend_update_step(grads, trainable_variables, learning_rate)
+        _torch_adamw_step(self, grads, trainable_variables, learning_rate)
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -671,6 +676,44 @@ class AdamW(keras.optimizers.AdamW):
             excluded_from_weight_decay=list(self.excluded_from_weight_decay),
         )
         return config
+
+
+def _torch_adamw_step(optimizer, grads, variables, learning_rate):
+    """`AdamW.update_step` for all variables at once on torch: in place,
+    with `torch._foreach_*` kernels over the variables that share a
+    learning-rate multiplier and weight-decay setting (as Keras's own torch
+    Adam does). Op by op, torch would allocate several temporaries the size
+    of each variable, which for a word-embedding table costs as much as the
+    rest of the step."""
+    import torch
+
+    with torch.no_grad():
+        step = ops.cast(optimizer.iterations + 1, "float32")
+        learning_rate = ops.cast(learning_rate, "float32")
+        # Adam's bias corrections folded into the step size, as Keras does.
+        correction = ops.sqrt(1 - ops.power(optimizer.beta_2, step)) / (1 - ops.power(optimizer.beta_1, step))
+        groups = {}
+        for gradient, variable in zip(grads, variables):
+            index = optimizer._get_variable_index(variable)
+            decays = bool(optimizer.weight_decay) and optimizer._use_weight_decay(variable)
+            value = variable.value
+            groups.setdefault((optimizer._multipliers[index], decays), []).append(
+                (gradient.to(value.dtype), value, optimizer._momentums[index].value,
+                 optimizer._velocities[index].value)
+            )
+        for (multiplier, decays), members in groups.items():
+            gradients, values, momentums, velocities = (list(t) for t in zip(*members))
+            rate = learning_rate * multiplier
+            if decays:  # decoupled decay, before the Adam step
+                torch._foreach_mul_(values, 1 - optimizer.weight_decay * rate)
+            torch._foreach_lerp_(momentums, gradients, 1 - optimizer.beta_1)
+            torch._foreach_mul_(velocities, optimizer.beta_2)
+            torch._foreach_addcmul_(velocities, gradients, gradients, value=1 - optimizer.beta_2)
+            denominators = torch._foreach_sqrt(velocities)
+            torch._foreach_add_(denominators, optimizer.epsilon)
+            updates = torch._foreach_div(momentums, denominators)
+            torch._foreach_mul_(updates, rate * correction)
+            torch._foreach_sub_(values, updates)
 
 
 def layer_depths(model):

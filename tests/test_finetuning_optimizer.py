@@ -7,7 +7,7 @@ import pytest
 from helpers import tiny_encoder
 
 import kerasbert
-from kerasbert.optimizers import AdamW, finetuning_optimizer, layer_depths
+from kerasbert.optimizers import AdamW, apply_weight_decay_exclusions, finetuning_optimizer, layer_depths
 
 
 def adamw_reference(weight, gradient, lr, weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6):
@@ -105,3 +105,26 @@ def test_bad_multiplier_patterns():
         AdamW(learning_rate_multipliers={"head": 0.0})
     with pytest.raises(TypeError, match="model must be"):
         layer_depths(keras.Sequential([keras.layers.Dense(1)]))
+
+
+def test_several_steps_match_keras_adamw(classifier):
+    # Our AdamW with every multiplier 1 is Keras's AdamW (with the same
+    # exclusions), step after step; on torch it takes its in-place path.
+    variables = classifier.trainable_variables
+    start = [keras.ops.convert_to_numpy(v) for v in variables]
+    rng = np.random.default_rng(1)
+    steps = [[rng.normal(size=v.shape).astype("float32") for v in variables] for _ in range(3)]
+
+    def train(optimizer):
+        for variable, value in zip(variables, start):
+            variable.assign(value)
+        for gradients in steps:
+            optimizer.apply([keras.ops.convert_to_tensor(g) for g in gradients], variables)
+        return [keras.ops.convert_to_numpy(v) for v in variables]
+
+    ours = train(AdamW(1e-2, weight_decay=0.1, learning_rate_multipliers={"^classifier/": 1.0}))
+    reference = train(apply_weight_decay_exclusions(keras.optimizers.AdamW(1e-2, weight_decay=0.1)))
+    for variable, value in zip(variables, start):
+        variable.assign(value)
+    for variable, a, b in zip(variables, ours, reference):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=variable.path)

@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.tasks.inputs import GROUP_BY_LENGTH, is_raw, length_order, make_dataset, take
+from kerasbert.tasks.inputs import COMPILED_SHAPES, GROUP_BY_LENGTH, is_raw, length_order, make_dataset, take
 from kerasbert.tasks.task import Task
 from kerasbert.utils.io import read_json, read_safetensors, write_json, write_safetensors
 
@@ -163,7 +163,13 @@ class FineTuningTask(Task):
         if self.preprocessor is None or not (isinstance(x, tf.data.Dataset) or is_raw(x)):
             return None
         return make_dataset(self.preprocessor, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
-                            group_by_length=1 if keep_order else GROUP_BY_LENGTH, input_names=tuple(self.input))
+                            shapes=self._padded_shapes(), group_by_length=1 if keep_order else GROUP_BY_LENGTH,
+                            input_names=tuple(self.input))
+
+    def _padded_shapes(self):
+        # XLA compiles the step once per input shape: a few padded lengths
+        # then; eager steps (torch, TensorFlow without XLA) take any.
+        return COMPILED_SHAPES if getattr(self, "jit_compile", False) else None
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, validation_data=None, shuffle=True,
             sample_weight=None, steps_per_epoch=None, **kwargs):

@@ -3,9 +3,12 @@
 Tasks take what users have: lists of strings (or pairs of lists), numpy
 arrays, or `tf.data` datasets of strings, batched or not. Each batch goes
 through the task's preprocessor inside `tf.data` and is padded to the
-smallest of a few lengths (`length_boundaries`) that holds its longest row:
-short text is not padded to `sequence_length`, and XLA compiles one program
-per boundary rather than one per batch length. Training batches are drawn
+smallest boundary that holds its longest row: short text is not padded to
+`sequence_length`. Boundaries are multiples of 8; for in-memory examples
+they are fitted to the examples' lengths (`fitted_boundaries`), and for a
+model XLA compiles per input shape there are only a few of them
+(`COMPILED_SHAPES`), so it compiles a few programs, not one per batch
+length. Training batches are drawn
 from runs of shuffled examples sorted by length, and `predict` on lists
 sorts the examples by length (and puts the outputs back in order), so that
 batches hold rows of similar length and little padding.
@@ -17,12 +20,58 @@ import tensorflow as tf
 DEFAULT_BOUNDARIES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 # Batches regrouped by length at a time (see `make_dataset`).
 GROUP_BY_LENGTH = 16
+# Padded lengths are multiples of this (see `fitted_boundaries`).
+PADDING_MULTIPLE = 8
+# Padded lengths below `sequence_length` for models that XLA compiles once per
+# input shape: each costs a compilation (seconds), fewer cost padding.
+COMPILED_SHAPES = 4
 
 
 def length_boundaries(sequence_length, boundaries=DEFAULT_BOUNDARIES):
     """The padded lengths used for `sequence_length`: the defaults up to it,
     and `sequence_length` itself last."""
     return tuple(b for b in boundaries if b < sequence_length) + (int(sequence_length),)
+
+
+def fitted_boundaries(lengths, sequence_length, shapes=None, multiple=PADDING_MULTIPLE):
+    """Padded lengths for rows of these `lengths` (tokens, specials
+    included): multiples of `multiple` (for the matrix units), at most
+    `shapes` of them below `sequence_length` (None: as many as the lengths
+    need), chosen to pad the fewest positions; `sequence_length` is always
+    last. XLA compiles one program per padded length, so compiled models
+    take a few; eager ones take every multiple the data needs.
+
+    >>> fitted_boundaries([3, 9, 10, 30, 31], 128)
+    (8, 16, 32, 128)
+    >>> fitted_boundaries([3, 9, 10, 30, 31], 128, shapes=2)
+    (16, 32, 128)
+    """
+    lengths = np.minimum(np.asarray(lengths, np.int64), sequence_length)
+    rounded = np.minimum(-(-np.maximum(lengths, 1) // multiple) * multiple, sequence_length)
+    candidates, counts = np.unique(rounded, return_counts=True)
+    if shapes is not None and len(candidates) > shapes:
+        # cost[k][i]: fewest padded positions for the rows up to candidate i
+        # (which is a boundary) with k boundaries.
+        size = len(candidates)
+        prefix = np.concatenate([[0], np.cumsum(counts)])
+        cost = np.full((shapes + 1, size), np.inf)
+        choice = np.zeros((shapes + 1, size), np.int64)
+        cost[1] = candidates * prefix[1:]
+        for k in range(2, shapes + 1):
+            for i in range(size):
+                # the previous boundary j < i; rows j+1..i padded to candidates[i]
+                options = [cost[k - 1][j] + candidates[i] * (prefix[i + 1] - prefix[j + 1]) for j in range(i)]
+                if options:
+                    j = int(np.argmin(options))
+                    cost[k][i], choice[k][i] = options[j], j
+        kept, i = [], size - 1
+        for k in range(min(shapes, size), 0, -1):
+            kept.append(int(candidates[i]))
+            if k == 1 or not np.isfinite(cost[k][i]):
+                break
+            i = int(choice[k][i])
+        candidates = np.array(sorted(set(kept)))
+    return tuple(int(c) for c in candidates if c < sequence_length) + (int(sequence_length),)
 
 
 def is_raw(x):
@@ -113,8 +162,17 @@ def fit_to_boundary(batch, boundaries):
     return tf.nest.map_structure(fit, batch)
 
 
+def _packed_lengths(dataset, preprocess):
+    """The token count of every row `preprocess` makes of `dataset`."""
+    lengths = []
+    for batch in dataset.batch(1024).map(preprocess, num_parallel_calls=tf.data.AUTOTUNE):
+        features = batch[0] if isinstance(batch, tuple) else batch
+        lengths.append(np.count_nonzero(np.asarray(features["padding_mask"]), axis=1))
+    return np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
+
+
 def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, shuffle=False,
-                 seed=None, boundaries=None, group_by_length=GROUP_BY_LENGTH, input_names=None):
+                 seed=None, boundaries=None, shapes=None, group_by_length=GROUP_BY_LENGTH, input_names=None):
     """A `tf.data.Dataset` of preprocessed, boundary-padded batches.
 
     Args:
@@ -130,8 +188,14 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         batch_size: rows per batch; None means 32.
         shuffle: reshuffle the examples every epoch (lists only).
         seed: the shuffle seed.
-        boundaries: padded lengths; `length_boundaries(sequence_length)`
-            of the preprocessor by default.
+        boundaries: padded lengths. By default, for in-memory examples,
+            `fitted_boundaries` of their lengths with at most `shapes`;
+            for datasets (lengths unknown up front) every multiple of 8
+            up to the preprocessor's `sequence_length`, or, with `shapes`,
+            `length_boundaries(sequence_length)`.
+        shapes: how many padded lengths below `sequence_length` batches
+            may take (None: any). Models compiled per input shape (XLA)
+            want few.
         group_by_length: batches of examples in a row are regrouped by
             length (lists and unbatched datasets); 1: keep batches as
             drawn. Order within an epoch changes, never its examples.
@@ -141,7 +205,6 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
     batch_size = 32 if batch_size is None else batch_size
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
-    boundaries = boundaries or length_boundaries(preprocessor.sequence_length)
     batched, in_memory = False, not isinstance(x, tf.data.Dataset)
     if isinstance(x, tf.data.Dataset):
         if y is not None or sample_weight is not None:
@@ -168,6 +231,12 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
     def unpack(*batch):
         return batch if len(batch) > 1 else batch[0]
 
+    sequence_length = preprocessor.sequence_length
+    if boundaries is None and in_memory:
+        boundaries = fitted_boundaries(_packed_lengths(dataset, preprocess), sequence_length, shapes)
+    elif boundaries is None:
+        table = DEFAULT_BOUNDARIES if shapes is not None else range(PADDING_MULTIPLE, sequence_length, PADDING_MULTIPLE)
+        boundaries = length_boundaries(sequence_length, tuple(table))
     parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
     if batched or group_by_length <= 1:
         dataset = dataset if batched else dataset.batch(batch_size)

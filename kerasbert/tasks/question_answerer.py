@@ -1,12 +1,13 @@
 """Extractive question answering (SQuAD v1.1 and v2.0)."""
 
 import keras
+import numpy as np
 
 from kerasbert.metrics import squad_scores
 from kerasbert.preprocessing.squad import QuestionAnsweringPreprocessor, QuestionAnsweringWindows, decode_answers
 from kerasbert.readers import SquadExample
 from kerasbert.tasks.fine_tuning import FineTuningTask
-from kerasbert.tasks.inputs import GROUP_BY_LENGTH, length_boundaries, make_dataset
+from kerasbert.tasks.inputs import GROUP_BY_LENGTH, fitted_boundaries, make_dataset
 from kerasbert.tasks.task import check_encoder, encoder_inputs
 
 
@@ -126,7 +127,8 @@ class QuestionAnswerer(FineTuningTask):
             dataset = dataset.shuffle(len(windows), reshuffle_each_iteration=True)
         return make_dataset(
             self.preprocessor, dataset, batch_size=batch_size, shuffle=shuffle,
-            boundaries=length_boundaries(self.preprocessor.sequence_length),
+            boundaries=fitted_boundaries(np.count_nonzero(windows.features["padding_mask"], axis=1),
+                                         self.preprocessor.sequence_length, self._padded_shapes()),
             group_by_length=1 if keep_order else GROUP_BY_LENGTH,
         )
 

@@ -1,0 +1,68 @@
+"""How tasks batch raw examples: boundaries fitted to the lengths (the fewest
+padded positions for a number of shapes, checked against brute force), and
+`make_dataset` keeping every example while padding each batch to them."""
+
+import itertools
+
+import numpy as np
+import pytest
+from helpers import rotten_tomatoes, tensorflow_pass_only
+
+from kerasbert.preprocessing import TextPreprocessor
+from kerasbert.tasks.inputs import fitted_boundaries, make_dataset
+
+# tf.data and NumPy: the same on every Keras backend, checked once.
+pytestmark = tensorflow_pass_only
+
+
+def padded(lengths, boundaries):
+    table = np.asarray(boundaries)
+    return int(sum(table[np.searchsorted(table, n)] for n in lengths))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("shapes", [1, 2, 3])
+def test_fitted_boundaries_pad_least(seed, shapes):
+    lengths = np.random.default_rng(seed).integers(2, 70, size=200)
+    boundaries = fitted_boundaries(lengths, 128, shapes)
+    assert boundaries[-1] == 128 and len(boundaries) <= shapes + 1
+    assert all(b % 8 == 0 for b in boundaries) and boundaries[-2] >= lengths.max()
+    # Every choice of `shapes` multiples of 8 holding the longest row.
+    candidates = sorted({int(-(-n // 8) * 8) for n in lengths})
+    best = min(padded(lengths, (*chosen, candidates[-1]))
+               for k in range(shapes) for chosen in itertools.combinations(candidates[:-1], k))
+    assert padded(lengths, boundaries) == best
+
+
+def test_fitted_boundaries_without_a_limit_take_every_multiple_needed():
+    assert fitted_boundaries([1, 8, 9, 40, 500], 128) == (8, 16, 40, 128)
+    assert fitted_boundaries([], 64, 2) == (64,)
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    from kerasbert import Tokenizer
+
+    rows = rotten_tomatoes()[:300]
+    preprocessor = TextPreprocessor(Tokenizer.from_preset("all_minilm_l6_v2"), sequence_length=64,
+                                    pad_to_sequence_length=False)
+    return preprocessor, [text for text, _ in rows], np.asarray([label for _, label in rows], "int32")
+
+
+@pytest.mark.parametrize("shapes", [None, 2])
+def test_batches_keep_every_example_and_pad_to_fitted_lengths(sentences, shapes):
+    preprocessor, texts, labels = sentences
+    lengths = preprocessor.tokenizer(texts).row_lengths().numpy() + 2
+    boundaries = fitted_boundaries(lengths, 64, shapes)
+    dataset = make_dataset(preprocessor, texts, labels, batch_size=16, shuffle=True, seed=1, shapes=shapes)
+    widths, seen = [], []
+    for features, y in dataset.as_numpy_iterator():
+        width = features["token_ids"].shape[1]
+        longest = int(features["padding_mask"].sum(axis=1).max())
+        assert width == min(b for b in boundaries if b >= longest)  # the smallest that holds it
+        widths.append(width)
+        seen += [(tuple(row[mask]), label) for row, mask, label in
+                 zip(features["token_ids"], features["padding_mask"].astype(bool), y)]
+    assert len(seen) == len(texts) and sorted(label for _, label in seen) == sorted(labels)
+    if shapes is not None:
+        assert len(set(widths)) <= shapes
