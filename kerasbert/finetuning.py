@@ -505,8 +505,8 @@ def finetune(
             of `FineTuningTask.compile` (None: its defaults, 5e-5, 1.0, 1.0,
             0.01, 0.1), scheduled over all `epochs`.
         precision: "float32", "mixed_bfloat16" or "mixed_float16".
-        jit_compile: True, False or "auto" (Keras's choice: XLA on
-            TensorFlow and JAX).
+        jit_compile: True, False or "auto" (XLA on JAX, and on TensorFlow
+            with a GPU or TPU; eager on torch and on TensorFlow on CPU).
         metric: the validation metric that picks the best epoch (and that
             `patience` watches): classification "accuracy" (default), "f1"
             (two classes: class 1's), "matthews_correlation", "loss";

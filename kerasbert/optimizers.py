@@ -662,7 +662,10 @@ class AdamW(keras.optimizers.AdamW):
             # Decoupled decay, before the Adam step, as Keras's AdamW does.
             decay = ops.multiply(ops.cast(self.weight_decay, variable.dtype), learning_rate)
             self.assign_sub(variable, ops.multiply(variable, decay))
-        super().update_step(gradient, variable, learning_rate)
+        if keras.backend.backend() == "tensorflow" and not self.amsgrad:
+            _tensorflow_adam_step(self, gradient, variable, learning_rate)
+        else:
+            super().update_step(gradient, variable, learning_rate)
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         if keras.backend.backend() != "torch" or self.amsgrad:
@@ -676,6 +679,27 @@ class AdamW(keras.optimizers.AdamW):
             excluded_from_weight_decay=list(self.excluded_from_weight_decay),
         )
         return config
+
+
+def _tensorflow_adam_step(optimizer, gradient, variable, learning_rate):
+    """Keras's Adam step as TensorFlow's fused `ResourceApplyAdam` kernel:
+    the same arithmetic (epsilon added to the uncorrected root), in place
+    and in one pass, where the op-by-op form makes several temporaries the
+    size of the variable (a word-embedding table's gradient arrives as
+    `IndexedSlices`, made dense once here)."""
+    import tensorflow as tf
+
+    index = optimizer._get_variable_index(variable)
+    dtype = variable.dtype
+    step = tf.cast(optimizer.iterations + 1, dtype)
+    tf.raw_ops.ResourceApplyAdam(
+        var=variable.handle, m=optimizer._momentums[index].handle, v=optimizer._velocities[index].handle,
+        beta1_power=tf.pow(tf.cast(optimizer.beta_1, dtype), step),
+        beta2_power=tf.pow(tf.cast(optimizer.beta_2, dtype), step),
+        lr=learning_rate, beta1=tf.cast(optimizer.beta_1, dtype), beta2=tf.cast(optimizer.beta_2, dtype),
+        epsilon=tf.cast(optimizer.epsilon, dtype), grad=tf.convert_to_tensor(tf.cast(gradient, dtype)),
+        use_locking=False,
+    )
 
 
 def _torch_adamw_step(optimizer, grads, variables, learning_rate):

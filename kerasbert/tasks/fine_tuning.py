@@ -113,6 +113,11 @@ class FineTuningTask(Task):
         if self._recipe is not None:
             # A stand-in until `fit` knows the number of steps.
             optimizer = self._recipe_optimizer(total_steps=None)
+        if kwargs.get("jit_compile", "auto") == "auto" and keras.backend.backend() == "tensorflow" \
+                and not tf.config.list_logical_devices("GPU") and not tf.config.list_logical_devices("TPU"):
+            # On CPU TensorFlow's own kernels ran these steps faster than XLA
+            # (docs/results.md), and need no compilation per padded length.
+            kwargs["jit_compile"] = False
         self._compile_arguments = dict(
             loss=self._default_loss() if isinstance(loss, str) and loss == "auto" else loss,
             metrics=self._default_metrics() if isinstance(metrics, str) and metrics == "auto" else metrics,
