@@ -217,8 +217,6 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         tokenized = preprocessor.tokenize_examples(x)
         slices = (tokenized,) + tuple(_to_slices(v) for v in (y, sample_weight) if v is not None)
         dataset = tf.data.Dataset.from_tensor_slices(slices)
-        if shuffle:
-            dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
 
     def preprocess(*element):
         # Elements are x, (x, y) or (x, y, sample_weight), x a pair for pairs.
@@ -232,11 +230,13 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         return batch if len(batch) > 1 else batch[0]
 
     sequence_length = preprocessor.sequence_length
-    if boundaries is None and in_memory:
+    if boundaries is None and in_memory:  # lengths read before shuffling: no pass through a shuffle buffer
         boundaries = fitted_boundaries(_packed_lengths(dataset, preprocess), sequence_length, shapes)
     elif boundaries is None:
         table = DEFAULT_BOUNDARIES if shapes is not None else range(PADDING_MULTIPLE, sequence_length, PADDING_MULTIPLE)
         boundaries = length_boundaries(sequence_length, tuple(table))
+    if in_memory and shuffle:
+        dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
     parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
     if batched or group_by_length <= 1:
         dataset = dataset if batched else dataset.batch(batch_size)
