@@ -9,7 +9,7 @@ import pytest
 from helpers import rotten_tomatoes, tensorflow_pass_only
 
 from kerasbert.preprocessing import TextPreprocessor
-from kerasbert.tasks.inputs import fitted_boundaries, make_dataset
+from kerasbert.tasks.inputs import SHAPE_COST, fitted_boundaries, make_dataset
 
 # tf.data and NumPy: the same on every Keras backend, checked once.
 pytestmark = tensorflow_pass_only
@@ -21,17 +21,18 @@ def padded(lengths, boundaries):
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("shapes", [1, 2, 3])
-def test_fitted_boundaries_pad_least(seed, shapes):
+@pytest.mark.parametrize("shapes, shape_cost", [(1, 0), (2, 0), (3, 0), (3, 300), (3, 3000)])
+def test_fitted_boundaries_pad_least(seed, shapes, shape_cost):
     lengths = np.random.default_rng(seed).integers(2, 70, size=200)
-    boundaries = fitted_boundaries(lengths, 128, shapes)
+    boundaries = fitted_boundaries(lengths, 128, shapes, shape_cost=shape_cost)
     assert boundaries[-1] == 128 and len(boundaries) <= shapes + 1
     assert all(b % 8 == 0 for b in boundaries) and boundaries[-2] >= lengths.max()
-    # Every choice of `shapes` multiples of 8 holding the longest row.
+    # Every choice of up to `shapes` multiples of 8 holding the longest row,
+    # each length past the first charged `shape_cost`.
     candidates = sorted({int(-(-n // 8) * 8) for n in lengths})
-    best = min(padded(lengths, (*chosen, candidates[-1]))
+    best = min(padded(lengths, (*chosen, candidates[-1])) + shape_cost * k
                for k in range(shapes) for chosen in itertools.combinations(candidates[:-1], k))
-    assert padded(lengths, boundaries) == best
+    assert padded(lengths, boundaries) + shape_cost * (len(boundaries) - 2) == best
 
 
 def test_fitted_boundaries_without_a_limit_take_every_multiple_needed():
@@ -53,7 +54,7 @@ def sentences():
 def test_batches_keep_every_example_and_pad_to_fitted_lengths(sentences, shapes):
     preprocessor, texts, labels = sentences
     lengths = preprocessor.tokenizer(texts).row_lengths().numpy() + 2
-    boundaries = fitted_boundaries(lengths, 64, shapes)
+    boundaries = fitted_boundaries(lengths, 64, shapes, shape_cost=0 if shapes is None else SHAPE_COST)
     dataset = make_dataset(preprocessor, texts, labels, batch_size=16, shuffle=True, seed=1, shapes=shapes)
     widths, seen = [], []
     for features, y in dataset.as_numpy_iterator():

@@ -14,6 +14,7 @@ from helpers import (
     minilm_directory,
     reference_tokenizer,
     rotten_tomatoes,
+    tensorflow_pass_only,
 )
 
 import kerasbert
@@ -36,21 +37,25 @@ def pair(request):
     return WordPieceTokenizer(vocab, lowercase=lowercase), reference(minilm_directory(), do_lower_case=lowercase)
 
 
+@tensorflow_pass_only
 def test_real_review_snippets(pair):
     texts = [text for text, _ in rotten_tomatoes()]
     assert len(texts) == 12808
     assert_same_as_reference(*pair, texts)
 
 
+@tensorflow_pass_only
 def test_public_domain_book(pair):
     assert_same_as_reference(*pair, kjv_lines())
 
 
+@tensorflow_pass_only
 def test_awkward_inputs(pair):
     texts = AWKWARD + ["word " * 20000, "é" * 100_000, "\x00" * 50 + "x"]
     assert_same_as_reference(*pair, texts)
 
 
+@tensorflow_pass_only
 def test_every_code_point(pair):
     """All 1,112,064 code points, each alone and inside a word."""
     points = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
@@ -61,6 +66,7 @@ def test_every_code_point(pair):
     assert_same_as_reference(*pair, texts)
 
 
+@tensorflow_pass_only
 def test_trained_vocabulary_loads_in_both_libraries(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(kjv_lines()[:20000]), encoding="utf-8")
@@ -74,6 +80,7 @@ def test_trained_vocabulary_loads_in_both_libraries(tmp_path):
     assert loaded.get_vocabulary() == tokenizer.get_vocabulary()
 
 
+@tensorflow_pass_only
 def test_cased_trained_vocabulary(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(t for t, _ in rotten_tomatoes()[:4000]), encoding="utf-8")
@@ -97,6 +104,7 @@ def test_from_preset_reads_tokenizer_json_and_settings(minilm):
     assert WordPieceTokenizer.from_preset(minilm_directory()).vocabulary_size() == 30522
 
 
+@tensorflow_pass_only
 def test_from_preset_with_vocab_txt_only(tmp_path, minilm):
     (tmp_path / "vocab.txt").write_text(open(os.path.join(minilm_directory(), "vocab.txt")).read())
     (tmp_path / "tokenizer_config.json").write_text('{"do_lower_case": false}')
@@ -128,6 +136,7 @@ def test_runs_inside_tf_data_on_every_backend(minilm):
     assert keras.backend.backend() in ("tensorflow", "jax", "torch")
 
 
+@tensorflow_pass_only
 def test_detokenize_matches_transformers_decode(minilm):
     tokenizer = minilm
     hf = reference(minilm_directory())
@@ -138,6 +147,7 @@ def test_detokenize_matches_transformers_decode(minilm):
     assert tokenizer.detokenize(ids[0].numpy().tolist()) == decoded[0]
 
 
+@tensorflow_pass_only
 def test_invalid_utf8_becomes_replacement_character(minilm):
     tokenizer = minilm
     ids, starts, ends = tokenizer.tokenize_with_offsets([b"caf\xe9 ok", b"\xff\xfe"])
@@ -172,6 +182,7 @@ def test_config_round_trip():
     assert clone(["ab A"]).to_list() == tokenizer(["ab A"]).to_list() == [[5, 6, 1]]
 
 
+@tensorflow_pass_only
 def test_unsupported_tokenizer_files_are_named(tmp_path):
     (tmp_path / "spiece.model").write_bytes(b"\x00")
     with pytest.raises(ValueError, match="SentencePiece"):

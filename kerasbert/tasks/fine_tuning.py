@@ -195,6 +195,8 @@ class FineTuningTask(Task):
                 steps = -(-count // (batch_size or 32))
             total = None if steps is None else steps * epochs - kwargs.get("initial_epoch", 0) * steps
             keras.Model.compile(self, optimizer=self._recipe_optimizer(total), **self._compile_arguments)
+            if self.built:  # its slots made now, eagerly, not traced into the first step (seconds on TensorFlow)
+                self.optimizer.build(self.trainable_variables)
         return super().fit(x, y, batch_size=batch_size, epochs=epochs, validation_data=validation_data,
                            shuffle=shuffle and dataset is None, sample_weight=sample_weight,
                            steps_per_epoch=steps_per_epoch, **kwargs)

@@ -25,6 +25,10 @@ PADDING_MULTIPLE = 8
 # Padded lengths below `sequence_length` for models that XLA compiles once per
 # input shape: each costs a compilation (seconds), fewer cost padding.
 COMPILED_SHAPES = 4
+# What one more compiled length must save, in padded positions (rows x
+# tokens): all-MiniLM-L6-v2's training step took ~10 s to compile on 2 CPU
+# cores, and ~1 ms per position of its 32-row batches.
+SHAPE_COST = 8192
 
 
 def length_boundaries(sequence_length, boundaries=DEFAULT_BOUNDARIES):
@@ -33,26 +37,31 @@ def length_boundaries(sequence_length, boundaries=DEFAULT_BOUNDARIES):
     return tuple(b for b in boundaries if b < sequence_length) + (int(sequence_length),)
 
 
-def fitted_boundaries(lengths, sequence_length, shapes=None, multiple=PADDING_MULTIPLE):
+def fitted_boundaries(lengths, sequence_length, shapes=None, multiple=PADDING_MULTIPLE, shape_cost=0):
     """Padded lengths for rows of these `lengths` (tokens, specials
     included): multiples of `multiple` (for the matrix units), at most
     `shapes` of them below `sequence_length` (None: as many as the lengths
     need), chosen to pad the fewest positions; `sequence_length` is always
     last. XLA compiles one program per padded length, so compiled models
-    take a few; eager ones take every multiple the data needs.
+    take a few; eager ones take every multiple the data needs. With
+    `shapes`, each length beyond the first must also save more than
+    `shape_cost` padded positions (rows x tokens) to be kept: a compilation
+    costs as much as that much padding, so few examples get fewer lengths.
 
     >>> fitted_boundaries([3, 9, 10, 30, 31], 128)
     (8, 16, 32, 128)
     >>> fitted_boundaries([3, 9, 10, 30, 31], 128, shapes=2)
     (16, 32, 128)
+    >>> fitted_boundaries([3, 9, 10, 30, 31], 128, shapes=2, shape_cost=100)
+    (32, 128)
     """
     lengths = np.minimum(np.asarray(lengths, np.int64), sequence_length)
     rounded = np.minimum(-(-np.maximum(lengths, 1) // multiple) * multiple, sequence_length)
     candidates, counts = np.unique(rounded, return_counts=True)
-    if shapes is not None and len(candidates) > shapes:
+    if shapes is not None and len(candidates) > 1 and (len(candidates) > shapes or shape_cost > 0):
         # cost[k][i]: fewest padded positions for the rows up to candidate i
         # (which is a boundary) with k boundaries.
-        size = len(candidates)
+        size, shapes = len(candidates), min(shapes, len(candidates))
         prefix = np.concatenate([[0], np.cumsum(counts)])
         cost = np.full((shapes + 1, size), np.inf)
         choice = np.zeros((shapes + 1, size), np.int64)
@@ -64,10 +73,12 @@ def fitted_boundaries(lengths, sequence_length, shapes=None, multiple=PADDING_MU
                 if options:
                     j = int(np.argmin(options))
                     cost[k][i], choice[k][i] = options[j], j
+        # The number of lengths whose padding plus compilations costs least.
+        totals = cost[1:, size - 1] + shape_cost * np.arange(shapes)
         kept, i = [], size - 1
-        for k in range(min(shapes, size), 0, -1):
+        for k in range(int(np.argmin(totals)) + 1, 0, -1):
             kept.append(int(candidates[i]))
-            if k == 1 or not np.isfinite(cost[k][i]):
+            if k == 1:
                 break
             i = int(choice[k][i])
         candidates = np.array(sorted(set(kept)))
@@ -195,7 +206,8 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
             `length_boundaries(sequence_length)`.
         shapes: how many padded lengths below `sequence_length` batches
             may take (None: any). Models compiled per input shape (XLA)
-            want few.
+            want few; for in-memory examples each length beyond the
+            first must also save `SHAPE_COST` padded positions.
         group_by_length: batches of examples in a row are regrouped by
             length (lists and unbatched datasets); 1: keep batches as
             drawn. Order within an epoch changes, never its examples.
@@ -231,7 +243,8 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
 
     sequence_length = preprocessor.sequence_length
     if boundaries is None and in_memory:  # lengths read before shuffling: no pass through a shuffle buffer
-        boundaries = fitted_boundaries(_packed_lengths(dataset, preprocess), sequence_length, shapes)
+        boundaries = fitted_boundaries(_packed_lengths(dataset, preprocess), sequence_length, shapes,
+                                       shape_cost=SHAPE_COST)
     elif boundaries is None:
         table = DEFAULT_BOUNDARIES if shapes is not None else range(PADDING_MULTIPLE, sequence_length, PADDING_MULTIPLE)
         boundaries = length_boundaries(sequence_length, tuple(table))
@@ -254,7 +267,18 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
     dataset = dataset.map(lambda *b: fit_to_boundary(unpack(*b), boundaries), **parallel)
     if input_names is not None:
         dataset = dataset.map(lambda *b: _select(unpack(*b), input_names))
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return without_autotune(dataset.prefetch(2))
+
+
+def without_autotune(dataset):
+    """`dataset` with tf.data's autotuning off. With it on, deleting an
+    iterator (at the end of every epoch and of `predict`) waited seconds
+    for the autotuning thread whenever another library (torch, XLA) had
+    kept the CPU busy: 23 s of a 150 s epoch here. Parallel maps then run
+    on as many threads as there are cores."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
 
 
 def length_order(tokenizer, x):

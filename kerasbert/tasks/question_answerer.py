@@ -7,7 +7,7 @@ from kerasbert.metrics import squad_scores
 from kerasbert.preprocessing.squad import QuestionAnsweringPreprocessor, QuestionAnsweringWindows, decode_answers
 from kerasbert.readers import SquadExample
 from kerasbert.tasks.fine_tuning import FineTuningTask
-from kerasbert.tasks.inputs import GROUP_BY_LENGTH, fitted_boundaries, make_dataset
+from kerasbert.tasks.inputs import GROUP_BY_LENGTH, SHAPE_COST, fitted_boundaries, make_dataset
 from kerasbert.tasks.task import check_encoder, encoder_inputs
 
 
@@ -128,7 +128,8 @@ class QuestionAnswerer(FineTuningTask):
         return make_dataset(
             self.preprocessor, dataset, batch_size=batch_size, shuffle=shuffle,
             boundaries=fitted_boundaries(np.count_nonzero(windows.features["padding_mask"], axis=1),
-                                         self.preprocessor.sequence_length, self._padded_shapes()),
+                                         self.preprocessor.sequence_length, self._padded_shapes(),
+                                         shape_cost=SHAPE_COST),
             group_by_length=1 if keep_order else GROUP_BY_LENGTH,
         )
 
