@@ -58,7 +58,7 @@ def fitted_boundaries(lengths, sequence_length, shapes=None, multiple=PADDING_MU
     lengths = np.minimum(np.asarray(lengths, np.int64), sequence_length)
     rounded = np.minimum(-(-np.maximum(lengths, 1) // multiple) * multiple, sequence_length)
     candidates, counts = np.unique(rounded, return_counts=True)
-    if shapes is not None and len(candidates) > 1 and (len(candidates) > shapes or shape_cost > 0):
+    if shapes is not None and len(candidates) > 1:
         # cost[k][i]: fewest padded positions for the rows up to candidate i
         # (which is a boundary) with k boundaries.
         size, shapes = len(candidates), min(shapes, len(candidates))
