@@ -163,7 +163,7 @@ def _add_finetune(commands):
     add("--epochs", type=int, default=3, metavar="N")
     add("--learning-rate", type=float, metavar="LR", help="peak learning rate (default 5e-5)")
     add("--head-learning-rate-multiplier", type=float, metavar="X",
-        help="the new head's learning rate relative to the encoder's (default 1)")
+        help="the new head's learning rate relative to the encoder's (default 10)")
     add("--layer-decay", type=float, metavar="X", help="layer-wise learning-rate decay in (0, 1] (default 1)")
     add("--weight-decay", type=float, metavar="X", help="AdamW weight decay (default 0.01)")
     add("--warmup-fraction", type=float, metavar="X", help="share of the updates spent warming up (default 0.1)")
@@ -181,6 +181,33 @@ def _add_finetune(commands):
     add("--seed", type=int, default=0)
     add("--verbose", type=int, default=1, choices=(0, 1, 2))
     parser.set_defaults(run=_finetune)
+
+
+def _export(args):
+    from kerasbert.export import load_task
+
+    options = {"pairs": True} if args.pairs else {}
+    path = load_task(args.preset).export(args.output, overwrite=args.overwrite, **options)
+    print(f"SavedModel written: {path} (signature serving_default; docs/export.md)")
+    return 0
+
+
+def _add_export(commands):
+    parser = commands.add_parser(
+        "export",
+        help="write a fine-tuned task as a SavedModel that takes raw text",
+        description="Exports a task preset directory (the best/ or final/ of `kerasbert finetune`, "
+        "or a task's save_to_preset) as a TensorFlow SavedModel whose serving_default signature "
+        "takes raw strings, the tokenizer inside; it runs with TensorFlow and tensorflow-text alone "
+        "(docs/export.md).",
+    )
+    add = parser.add_argument
+    add("preset", metavar="PRESET", help="a task preset directory (one with task.json)")
+    add("output", metavar="OUTPUT", help="the SavedModel directory to create")
+    add("--pairs", action="store_true",
+        help="text classifiers: take sentence pairs (inputs text and text_pair)")
+    add("--overwrite", action="store_true", help="replace OUTPUT if it exists (only once the new export is complete)")
+    parser.set_defaults(run=_export)
 
 
 def build_parser():
@@ -201,6 +228,7 @@ def build_parser():
     presets.set_defaults(run=_presets)
     _add_pretrain(commands)
     _add_finetune(commands)
+    _add_export(commands)
     return parser
 
 
@@ -211,7 +239,7 @@ def main(argv=None):
         args.jit_compile = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     try:
         return args.run(args)
-    except (ValueError, TypeError, FileNotFoundError, FileExistsError) as e:
+    except (ValueError, TypeError, NotImplementedError, FileNotFoundError, FileExistsError) as e:
         parser.exit(2, f"kerasbert {args.command}: error: {e}\n")
 
 

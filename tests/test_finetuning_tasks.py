@@ -8,7 +8,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from helpers import TINY
+from helpers import TINY, tensorflow_pass_only
 
 import kerasbert
 from kerasbert.preprocessing import (
@@ -76,6 +76,13 @@ def test_classifier_learns_raw_sentences_and_predicts_in_order(classifier, sst2)
     one_by_one = np.concatenate([model.predict(sst2.x[i:i + 1], verbose=0) for i in (0, 1)])
     np.testing.assert_allclose(logits[:2], one_by_one, atol=1e-5)
     assert model.evaluate(sst2.x, sst2.y, verbose=0, return_dict=True)["accuracy"] >= 0.9
+
+
+@tensorflow_pass_only
+def test_predict_traces_the_tensorflow_graph_once_for_every_padded_length(minilm_tokenizer, sst2):
+    model = text_classifier(minilm_tokenizer)
+    model.predict(sst2.x, batch_size=3)  # batches of several lengths, and a last smaller one
+    assert model.predict_function.experimental_get_tracing_count() == 1
 
 
 def test_classifier_pairs_and_regression(minilm_tokenizer, mrpc):

@@ -67,3 +67,23 @@ def test_batches_keep_every_example_and_pad_to_fitted_lengths(sentences, shapes)
     assert len(seen) == len(texts) and sorted(label for _, label in seen) == sorted(labels)
     if shapes is not None:
         assert len(set(widths)) <= shapes
+
+
+def test_sorted_by_length_in_the_order_it_returns(sentences):
+    preprocessor, texts, labels = sentences
+    dataset, order = make_dataset(preprocessor, texts, labels, batch_size=16, group_by_length=1,
+                                  sort_by_length=True)
+    assert sorted(order) == list(range(len(texts)))
+    rows, seen_labels = [], []
+    for features, y in dataset.as_numpy_iterator():
+        rows += [row[mask] for row, mask in zip(features["token_ids"], features["padding_mask"].astype(bool))]
+        seen_labels += list(y)
+    packed = preprocessor(texts)  # each example packed alone, in the input's order
+    expected = [row[mask] for row, mask in zip(np.asarray(packed["token_ids"]),
+                                                np.asarray(packed["padding_mask"]).astype(bool))]
+    assert [len(r) for r in rows] == sorted(len(r) for r in expected)
+    for row, index in zip(rows, order):
+        np.testing.assert_array_equal(row, expected[index])
+    np.testing.assert_array_equal(seen_labels, labels[order])
+    with pytest.raises(ValueError, match="sort_by_length"):
+        make_dataset(preprocessor, texts, labels, shuffle=True, sort_by_length=True)

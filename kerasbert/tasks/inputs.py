@@ -183,8 +183,10 @@ def _packed_lengths(dataset, preprocess):
 
 
 def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, shuffle=False,
-                 seed=None, boundaries=None, shapes=None, group_by_length=GROUP_BY_LENGTH, input_names=None):
-    """A `tf.data.Dataset` of preprocessed, boundary-padded batches.
+                 seed=None, boundaries=None, shapes=None, group_by_length=GROUP_BY_LENGTH, input_names=None,
+                 sort_by_length=False):
+    """A `tf.data.Dataset` of preprocessed, boundary-padded batches (and,
+    with `sort_by_length`, the order of its examples).
 
     Args:
         preprocessor: a layer whose `call(x, y=None, sample_weight=None)`
@@ -213,11 +215,17 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
             drawn. Order within an epoch changes, never its examples.
         input_names: the model's inputs; other features the preprocessor
             gives are dropped.
+        sort_by_length: in-memory examples only: batch them in order of
+            their packed length, shortest first, and return `(dataset,
+            order)`, where row i of the dataset is example `order[i]`
+            (for prediction: the examples are tokenized once, for both).
     """
     batch_size = 32 if batch_size is None else batch_size
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
     batched, in_memory = False, not isinstance(x, tf.data.Dataset)
+    if sort_by_length and (not in_memory or shuffle):
+        raise ValueError("sort_by_length needs in-memory examples (not a tf.data.Dataset) and shuffle=False.")
     if isinstance(x, tf.data.Dataset):
         if y is not None or sample_weight is not None:
             raise ValueError("y and sample_weight must be None when x is a tf.data.Dataset; put them in its elements.")
@@ -242,9 +250,14 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         return batch if len(batch) > 1 else batch[0]
 
     sequence_length = preprocessor.sequence_length
-    if boundaries is None and in_memory:  # lengths read before shuffling: no pass through a shuffle buffer
-        boundaries = fitted_boundaries(_packed_lengths(dataset, preprocess), sequence_length, shapes,
-                                       shape_cost=SHAPE_COST)
+    order = None
+    if in_memory and (boundaries is None or sort_by_length):  # lengths read before shuffling
+        lengths = _packed_lengths(dataset, preprocess)
+        if sort_by_length:
+            order = np.argsort(lengths, kind="stable")
+            dataset = tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(lambda t: tf.gather(t, order), slices))
+        if boundaries is None:
+            boundaries = fitted_boundaries(lengths, sequence_length, shapes, shape_cost=SHAPE_COST)
     elif boundaries is None:
         table = DEFAULT_BOUNDARIES if shapes is not None else range(PADDING_MULTIPLE, sequence_length, PADDING_MULTIPLE)
         boundaries = length_boundaries(sequence_length, tuple(table))
@@ -267,7 +280,8 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
     dataset = dataset.map(lambda *b: fit_to_boundary(unpack(*b), boundaries), **parallel)
     if input_names is not None:
         dataset = dataset.map(lambda *b: _select(unpack(*b), input_names))
-    return without_autotune(dataset.prefetch(2))
+    dataset = without_autotune(dataset.prefetch(2))
+    return (dataset, order) if sort_by_length else dataset
 
 
 def without_autotune(dataset):
@@ -279,24 +293,3 @@ def without_autotune(dataset):
     options = tf.data.Options()
     options.autotune.enabled = False
     return dataset.with_options(options)
-
-
-def length_order(tokenizer, x):
-    """The permutation that sorts raw examples by token count (pairs: both
-    sides together), for prediction batches of similar lengths."""
-    sides = x if isinstance(x, tuple) else (x,)
-    lengths = 0
-    for side in sides:
-        if isinstance(side, (list, tuple)) and side and isinstance(side[0], (list, tuple)):
-            side = [" ".join(words) for words in side]
-        lengths = lengths + tokenizer(side).row_lengths().numpy()
-    return np.argsort(lengths, kind="stable")
-
-
-def take(x, order):
-    """Examples `x` (a list/array or a pair of them) in `order`."""
-    if isinstance(x, tuple):
-        return tuple(take(side, order) for side in x)
-    if isinstance(x, np.ndarray):
-        return x[order]
-    return [x[i] for i in order]

@@ -4,7 +4,7 @@ import keras
 
 from kerasbert.layers.pooling import POOLINGS, Pooling, preset_pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
-from kerasbert.tasks.fine_tuning import FineTuningTask
+from kerasbert.tasks.fine_tuning import FineTuningTask, text_signature
 from kerasbert.tasks.task import check_encoder, encoder_inputs
 
 # The head each family's transformers `...ForSequenceClassification` uses
@@ -134,3 +134,19 @@ class TextClassifier(FineTuningTask):
         if self.num_classes == 1:
             return [keras.metrics.MeanAbsoluteError(name="mean_absolute_error")]
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+    def serving_function(self, pairs=False):
+        """The exported signature: `text` (and `text_pair` with `pairs=True`),
+        1-D string batches -> `logits` (batch, num_classes), and for
+        classification `probabilities` (softmax) and `label` (int32 argmax)."""
+        if not isinstance(pairs, bool):
+            raise TypeError(f"pairs must be True or False; got {pairs!r}.")
+
+        def serve(*texts):
+            logits = self(self._serving_features(texts if pairs else texts[0]), training=False)
+            if self.num_classes == 1:
+                return {"logits": logits}
+            return {"logits": logits, "probabilities": keras.ops.softmax(logits, axis=-1),
+                    "label": keras.ops.cast(keras.ops.argmax(logits, axis=-1), "int32")}
+
+        return serve, text_signature(*(("text", "text_pair") if pairs else ("text",)))

@@ -4,7 +4,7 @@ import keras
 
 from kerasbert.layers.pooling import Pooling, preset_pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
-from kerasbert.tasks.fine_tuning import FineTuningTask
+from kerasbert.tasks.fine_tuning import FineTuningTask, text_signature
 from kerasbert.tasks.task import check_encoder, encoder_inputs
 
 
@@ -60,3 +60,12 @@ class TextEmbedder(FineTuningTask):
 
     def _default_loss(self):
         return keras.losses.CosineSimilarity()
+
+    def serving_function(self):
+        """The exported signature: `text`, a 1-D string batch ->
+        `embedding` (batch, hidden_dim) float32."""
+
+        def serve(text):
+            return {"embedding": self(self._serving_features(text), training=False)}
+
+        return serve, text_signature("text")

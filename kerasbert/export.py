@@ -1,0 +1,122 @@
+"""Serving: a task as a TensorFlow SavedModel that takes raw text.
+
+`export(task, path)` (also `task.export(path)`) writes a SavedModel whose
+`serving_default` signature takes 1-D `tf.string` batches and returns named
+outputs. Tokenization, packing, truncation and the post-processing run in
+the graph, so the SavedModel needs nothing but TensorFlow and
+tensorflow-text: TF Serving, or `tf.saved_model.load` in a process without
+Keras.
+
+Whichever backend trained the task, TensorFlow builds the graph: from JAX or
+torch the task is written as a preset (weights, tokenizer, arguments) and
+rebuilt from it by a TensorFlow subprocess (`python -m kerasbert.export`).
+The SavedModel is written beside `path` and moved into place when complete,
+so `path` never holds half an export.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import keras
+
+from kerasbert.utils.io import read_json
+
+SIGNATURE = "serving_default"
+
+
+def export(task, path, overwrite=False, **options):
+    """Writes `task` as a SavedModel at `path` (see the module doc) and
+    returns `path`.
+
+    Args:
+        task: a kerasbert task with a preprocessor (`TextClassifier`,
+            `TextEmbedder`, ...).
+        path: the SavedModel directory to create.
+        overwrite: replace an existing `path` (else FileExistsError).
+        **options: the task's serving options (e.g. `pairs=True` for a
+            sentence-pair `TextClassifier`).
+    """
+    serving = getattr(task, "serving_function", None)
+    if serving is None:
+        raise TypeError(f"{type(task).__name__} cannot be exported for serving: it has no serving_function.")
+    if getattr(task, "preprocessor", None) is None:
+        raise ValueError(
+            f"this {type(task).__name__} has no preprocessor, so its SavedModel could not take text; build it "
+            "with from_preset or pass preprocessor=..."
+        )
+    serving(**options)  # bad options fail here, before anything is written
+    path = os.fspath(path)
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it.")
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".kerasbert-export-", dir=parent)
+    try:
+        written = os.path.join(staging, "saved_model")
+        if keras.backend.backend() == "tensorflow":
+            write_saved_model(task, written, options)
+        else:
+            preset = os.path.join(staging, "preset")
+            task.save_to_preset(preset)
+            _write_in_tensorflow(preset, written, options)
+        if os.path.exists(path):  # overwrite: the old export is removed only once the new one is complete
+            os.replace(path, os.path.join(staging, "replaced"))
+        os.replace(written, path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return path
+
+
+def write_saved_model(task, path, options):
+    """The TensorFlow half of `export`: traces `task.serving_function` and
+    saves it, with the task's variables and the tokenizer's tables."""
+    serve, input_signature = task.serving_function(**options)
+    archive = keras.export.ExportArchive()
+    archive.track(task)
+    archive.track(task.preprocessor)
+    archive.add_endpoint(SIGNATURE, serve, input_signature=input_signature)
+    archive.write_out(path, verbose=False)
+
+
+def _write_in_tensorflow(preset, path, options):
+    env = dict(os.environ, KERAS_BACKEND="tensorflow")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    command = [sys.executable, "-m", "kerasbert.export", preset, path, json.dumps(options)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(
+            f"rebuilding the task in TensorFlow for the export failed (exit status {done.returncode}):\n"
+            f"{done.stderr[-4000:]}"
+        )
+
+
+def load_task(preset):
+    """The task a task preset directory holds (written by
+    `task.save_to_preset` or `kerasbert finetune`: its `task.json` names the
+    class)."""
+    import kerasbert
+
+    spec_file = os.path.join(os.fspath(preset), "task.json")
+    if not os.path.isfile(spec_file):
+        raise FileNotFoundError(
+            f"{preset} is not a task preset (it has no task.json); export a directory written by "
+            "task.save_to_preset(...) or `kerasbert finetune` (its best/ or final/)."
+        )
+    class_name = read_json(spec_file, "kerasbert task file").get("class_name")
+    cls = getattr(kerasbert, str(class_name), None)
+    if not (isinstance(cls, type) and hasattr(cls, "serving_function")):
+        raise ValueError(f"{spec_file} names class {class_name!r}, which is not a kerasbert task.")
+    return cls.from_preset(preset)
+
+
+def _main(argv):
+    preset, path, options = argv[1], argv[2], json.loads(argv[3])
+    write_saved_model(load_task(preset), path, options)
+
+
+if __name__ == "__main__":
+    _main(sys.argv)
