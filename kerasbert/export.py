@@ -5,7 +5,7 @@
 outputs. Tokenization, packing, truncation and the post-processing run in
 the graph, so the SavedModel needs nothing but TensorFlow and
 tensorflow-text: TF Serving, or `tf.saved_model.load` in a process without
-Keras.
+kerasbert.
 
 Whichever backend trained the task, TensorFlow builds the graph: from JAX or
 torch the task is written as a preset (weights, tokenizer, arguments) and
@@ -99,8 +99,9 @@ def load_task(preset):
     `task.save_to_preset` or `kerasbert finetune`: its `task.json` names the
     class)."""
     import kerasbert
+    from kerasbert.tasks.fine_tuning import TASK_FILE
 
-    spec_file = os.path.join(os.fspath(preset), "task.json")
+    spec_file = os.path.join(os.fspath(preset), TASK_FILE)
     if not os.path.isfile(spec_file):
         raise FileNotFoundError(
             f"{preset} is not a task preset (it has no task.json); export a directory written by "

@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.tasks.inputs import COMPILED_SHAPES, GROUP_BY_LENGTH, is_raw, make_dataset
+from kerasbert.tasks.inputs import COMPILED_SHAPES, GROUP_BY_LENGTH, is_raw, make_dataset, select_inputs
 from kerasbert.tasks.task import Task
 from kerasbert.utils.io import read_json, read_safetensors, write_json, write_safetensors
 
@@ -281,8 +281,7 @@ class FineTuningTask(Task):
     def _serving_features(self, texts):
         """In the serving graph: raw strings (or a pair of batches) -> the
         model's inputs, each batch padded to its longest row."""
-        features = self.preprocessor(texts)
-        return {name: features[name] for name in self.input}
+        return select_inputs(self.preprocessor(texts), tuple(self.input))
 
     # -- presets -------------------------------------------------------------
 

@@ -140,7 +140,9 @@ def _rows_by_length(batch):
     return tf.nest.map_structure(lambda t: tf.gather(t, order), batch)
 
 
-def _select(batch, names):
+def select_inputs(batch, names):
+    """A preprocessed batch (features, or a tuple starting with them) with
+    only the features named `names`."""
     features = batch[0] if isinstance(batch, tuple) else batch
     features = {k: v for k, v in features.items() if k in names}
     return (features, *batch[1:]) if isinstance(batch, tuple) else features
@@ -279,7 +281,7 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
             dataset = dataset.shuffle(group_by_length, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(lambda *b: fit_to_boundary(unpack(*b), boundaries), **parallel)
     if input_names is not None:
-        dataset = dataset.map(lambda *b: _select(unpack(*b), input_names))
+        dataset = dataset.map(lambda *b: select_inputs(unpack(*b), input_names))
     dataset = without_autotune(dataset.prefetch(2))
     return (dataset, order) if sort_by_length else dataset
 
