@@ -16,14 +16,13 @@ so `path` never holds half an export.
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
 import keras
 
-from kerasbert.utils.io import read_json
+from kerasbert.utils.io import read_json, replacing_directory
 
 SIGNATURE = "serving_default"
 
@@ -50,24 +49,13 @@ def export(task, path, overwrite=False, **options):
         )
     serving(**options)  # bad options fail here, before anything is written
     path = os.fspath(path)
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it.")
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".kerasbert-export-", dir=parent)
-    try:
-        written = os.path.join(staging, "saved_model")
+    with replacing_directory(path, overwrite) as written:
         if keras.backend.backend() == "tensorflow":
             write_saved_model(task, written, options)
         else:
-            preset = os.path.join(staging, "preset")
-            task.save_to_preset(preset)
-            _write_in_tensorflow(preset, written, options)
-        if os.path.exists(path):  # overwrite: the old export is removed only once the new one is complete
-            os.replace(path, os.path.join(staging, "replaced"))
-        os.replace(written, path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            with tempfile.TemporaryDirectory(prefix=".kerasbert-preset-", dir=os.path.dirname(written)) as preset:
+                task.save_to_preset(preset)
+                _write_in_tensorflow(preset, written, options)
     return path
 
 

@@ -306,9 +306,8 @@ def _build_task(settings):
     common = {"load_weights": not settings["from_scratch"], "dtype": settings["precision"]}
     task, length = settings["task"], settings["sequence_length"]
     if task == "classification":
-        num_classes = 1 if settings["regression"] else len(settings["labels"])
-        return TextClassifier.from_preset(settings["preset"], num_classes=num_classes, sequence_length=length,
-                                          **common)
+        names = {"num_classes": 1} if settings["regression"] else {"labels": settings["labels"]}
+        return TextClassifier.from_preset(settings["preset"], sequence_length=length, **names, **common)
     if task == "ner":
         return TokenClassifier.from_preset(settings["preset"], labels=settings["labels"], crf=settings["crf"],
                                            sequence_length=length, **common)

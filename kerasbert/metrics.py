@@ -7,7 +7,8 @@ import string
 import warnings
 
 
-def _split_tag(tag):
+def split_tag(tag):
+    """An IOB/IOBES tag -> (prefix, type): "B-PER" -> ("B", "PER"), "O" -> ("O", None)."""
     if tag == "O":
         return "O", None
     if isinstance(tag, str) and len(tag) > 2 and tag[0] in "BIES" and tag[1] == "-":
@@ -31,7 +32,7 @@ def entity_spans(tags):
     """
     spans, start, previous, previous_type = [], None, "O", None
     for i, tag in enumerate([*tags, "O"]):
-        prefix, type_ = _split_tag(tag)
+        prefix, type_ = split_tag(tag)
         continues = prefix in ("I", "E") and previous in ("B", "I") and type_ == previous_type
         if start is not None and not continues:
             spans.append((previous_type, start, i))

@@ -16,10 +16,18 @@ import pytest
 
 import kerasbert
 from kerasbert import cli
-from kerasbert.preprocessing import TextPreprocessor
+from kerasbert.preprocessing import QuestionAnsweringPreprocessor, TextPreprocessor, TokenClassificationPreprocessor
+from kerasbert.tasks import fill_mask
 
 TEXTS = ["A gem of a film.", "Dull, and far too long for what little it has to say about anything.", "Yes!"]
 PAIRS = ["A good one.", "It was bad and it knew it.", "Yes."]
+SENTENCES = ["Ada Lovelace  was born in London .", "Thorbjørn visited Ouagadougou, Zürich and São Paulo in May 1990",
+             "", "x"]
+TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+QUESTIONS = ["Who wrote it?", "Where?", "What year was that, precisely, in the calendar of the old republic?", "x"]
+CONTEXTS = ["It was written by Amélie Poulain in Paris, in the summer of 1990, and then rewritten by Zoë.",
+            "Paris", "In 1990 it happened, and in 1991 it was forgotten by most, but not by all.", ""]
+MASKED = ["The [MASK] sat on the [MASK].", "Paris is the [MASK] of France.", "no mask here"]
 
 # Loads each SavedModel with kerasbert and keras_hub made unimportable, calls
 # serving_default with its inputs, and writes the outputs (.npz) and the
@@ -34,7 +42,8 @@ outputs, described = {}, {}
 for name, (path, inputs) in requests.items():
     signature = tf.saved_model.load(path).signatures["serving_default"]
     for key, value in signature(**{k: tf.constant(v) for k, v in inputs.items()}).items():
-        outputs[name + "/" + key] = value.numpy()
+        value = value.numpy()
+        outputs[name + "/" + key] = value.astype("S") if value.dtype == object else value  # bytes, not pickles
     _, specs = signature.structured_input_signature
     described[name] = {
         "inputs": {k: [s.dtype.name, s.shape.as_list()] for k, s in specs.items()},
@@ -67,22 +76,37 @@ def tiny_encoder(num_segments=2):
 
 @pytest.fixture(scope="module")
 def exported(minilm_tokenizer, tmp_path_factory):
-    """Four tasks exported four ways, then served: a pair classifier
-    (`export(pairs=True)`), a classifier through `kerasbert export`, a
-    regressor, and an embedder exported over a directory that held a user's
-    file (refused, then `overwrite=True`)."""
+    """Every task exported, then all served by one process: a pair
+    classifier (`export(pairs=True)`), a classifier with class names through
+    `kerasbert export`, a regressor, an embedder exported over a directory
+    that held a user's file (refused, then `overwrite=True`), a tagger with a
+    CRF, a question answerer and a masked LM."""
     keras.utils.set_random_seed(0)
     root = tmp_path_factory.mktemp("export")
     short = TextPreprocessor(minilm_tokenizer, sequence_length=12, pad_to_sequence_length=False)  # truncates
     longer = TextPreprocessor(minilm_tokenizer, sequence_length=32, pad_to_sequence_length=False)
     models = {
         "pairs": kerasbert.TextClassifier(tiny_encoder(), num_classes=3, preprocessor=short),
-        "command": kerasbert.TextClassifier(tiny_encoder(), num_classes=2, preprocessor=short),
+        "command": kerasbert.TextClassifier(tiny_encoder(), labels=["negative", "positive"], preprocessor=short),
         "regressor": kerasbert.TextClassifier(tiny_encoder(num_segments=0), num_classes=1, preprocessor=longer),
         "embedder": kerasbert.TextEmbedder(tiny_encoder(), normalize=True, preprocessor=longer),
+        "tagger": kerasbert.TokenClassifier(
+            tiny_encoder(), labels=TAGS, crf=True,
+            preprocessor=TokenClassificationPreprocessor(minilm_tokenizer, sequence_length=12,
+                                                         pad_to_sequence_length=False)),  # cuts words off
+        "reader": kerasbert.QuestionAnswerer(
+            tiny_encoder(), preprocessor=QuestionAnsweringPreprocessor(
+                minilm_tokenizer, sequence_length=24, doc_stride=4, max_question_length=6)),  # several windows
+        "filler": kerasbert.MaskedLM(tiny_encoder(), preprocessor=short),
     }
+    # Entities of several words: the tagger leans to PER and LOC tags.
+    models["tagger"].output_dense.bias.assign(np.array([0.0, 1.0, 1.5, 1.0, 1.5], "float32"))
     paths = {name: root / name for name in models}
     models["pairs"].export(paths["pairs"], pairs=True)
+    models["tagger"].export(paths["tagger"])
+    models["reader"].save_to_preset(root / "reader_task")  # restored, then exported by the command
+    assert cli.main(["export", str(root / "reader_task"), str(paths["reader"]), "--max-answer-length", "4"]) == 0
+    models["filler"].export(paths["filler"], top_k=3)
     models["command"].save_to_preset(root / "task")
     assert cli.main(["export", str(root / "task"), str(paths["command"])]) == 0
     models["regressor"].export(paths["regressor"])
@@ -94,6 +118,8 @@ def exported(minilm_tokenizer, tmp_path_factory):
     models["embedder"].export(paths["embedder"], overwrite=True)
     inputs = {name: {"text": TEXTS} for name in models}
     inputs["pairs"]["text_pair"] = PAIRS
+    inputs.update(tagger={"text": SENTENCES}, reader={"question": QUESTIONS, "context": CONTEXTS},
+                  filler={"text": MASKED})
     outputs, signatures = serve({name: (paths[name], inputs[name]) for name in models}, str(root))
     return {"models": models, "paths": paths, "root": root, "outputs": outputs, "signatures": signatures,
             "kept": kept}
@@ -108,11 +134,69 @@ def test_classifiers_serve_raw_text_like_predict(exported):
                                    keras.ops.convert_to_numpy(keras.ops.softmax(expected)), atol=1e-4)
         np.testing.assert_array_equal(outputs["label"], expected.argmax(-1))
         classes = expected.shape[-1]
+        names = {}
+        if name == "command":  # its class names
+            assert [n.decode() for n in outputs["label_name"]] == [["negative", "positive"][i]
+                                                                   for i in expected.argmax(-1)]
+            names = {"label_name": ["string", [None]]}
         assert exported["signatures"][name] == {
             "inputs": {"text": ["string", [None]], **({"text_pair": ["string", [None]]} if name == "pairs" else {})},
             "outputs": {"logits": ["float32", [None, classes]], "probabilities": ["float32", [None, classes]],
-                        "label": ["int32", [None]]},
+                        "label": ["int32", [None]], **names},
         }
+
+
+def test_tagger_serves_word_tags_and_entities_like_predict(exported):
+    model, outputs = exported["models"]["tagger"], exported["outputs"]["tagger"]
+    tags, entities = model.predict_tags(SENTENCES), model.predict_entities(SENTENCES)
+    alignment = model.preprocessor.word_alignment(SENTENCES)
+    assert any(t.tolist().count(-1) for t in tags)  # words cut off by sequence_length
+    assert any(e["words"][1] - e["words"][0] > 1 for row in entities for e in row)  # entities of several words
+    for i, example in enumerate(alignment):
+        words = len(example["words"])
+        np.testing.assert_array_equal(outputs["tag_ids"][i], np.pad(tags[i], (0, outputs["tag_ids"].shape[1] - words),
+                                                                     constant_values=-1))
+        assert [w.decode() for w in outputs["words"][i][:words]] == example["words"]
+        assert [t.decode() for t in outputs["tags"][i][:words]] == model._names(tags[i])
+        spans = list(zip(outputs["word_starts"][i].tolist(), outputs["word_ends"][i].tolist()))
+        assert spans[:words] == example["word_spans"] and set(spans[words:]) <= {(-1, -1)}
+        served = [(t.decode(), s, e, x.decode()) for t, s, e, x in zip(
+            outputs["entity_types"][i], outputs["entity_starts"][i], outputs["entity_ends"][i],
+            outputs["entity_texts"][i]) if s >= 0]
+        assert served == [(e["type"], e["start"], e["end"], e["text"]) for e in entities[i]]
+    described = exported["signatures"]["tagger"]["outputs"]
+    assert described == {**{k: ["string", [None, None]] for k in ("words", "tags", "entity_types", "entity_texts")},
+                         **{k: ["int32", [None, None]] for k in ("word_starts", "word_ends", "tag_ids",
+                                                                 "entity_starts", "entity_ends")}}
+
+
+def test_question_answerer_serves_answers_like_predict_answers(exported):
+    model, outputs = exported["models"]["reader"], exported["outputs"]["reader"]
+    predictions = model.predict_answers((QUESTIONS, CONTEXTS), max_answer_length=4)
+    assert len(model.windows((QUESTIONS, CONTEXTS))) > len(QUESTIONS)  # long contexts span windows
+    assert [a.decode() for a in outputs["answer"]] == [p.text for p in predictions]
+    assert outputs["start"].tolist() == [p.start for p in predictions]
+    assert outputs["end"].tolist() == [p.end for p in predictions]
+    np.testing.assert_allclose(outputs["score"], [p.score for p in predictions], atol=1e-4)
+    assert exported["signatures"]["reader"] == {
+        "inputs": {"question": ["string", [None]], "context": ["string", [None]]},
+        "outputs": {"answer": ["string", [None]], "start": ["int32", [None]], "end": ["int32", [None]],
+                    "score": ["float32", [None]]}}
+
+
+def test_masked_lm_serves_the_top_fills(exported, minilm_tokenizer):
+    model, outputs = exported["models"]["filler"], exported["outputs"]["filler"]
+    expected = fill_mask(model, minilm_tokenizer, MASKED[:2], top_k=3, sequence_length=12)
+    for i, masks in enumerate(expected):
+        for j, candidates in enumerate(masks):
+            assert [t.decode() for t in outputs["tokens"][i, j]] == [token for token, _ in candidates]
+            np.testing.assert_allclose(outputs["probabilities"][i, j], [p for _, p in candidates], atol=1e-4)
+            assert outputs["token_ids"][i, j].tolist() == [minilm_tokenizer.token_to_id(t) for t, _ in candidates]
+    assert outputs["tokens"].shape == (3, 2, 3)
+    assert outputs["tokens"][1, 1].tolist() == [b""] * 3 and outputs["token_ids"][2].tolist() == [[-1] * 3] * 2
+    assert exported["signatures"]["filler"]["outputs"] == {
+        "token_ids": ["int32", [None, None, 3]], "tokens": ["string", [None, None, 3]],
+        "probabilities": ["float32", [None, None, 3]]}
 
 
 def test_regressor_and_embedder_serve_like_predict(exported):
@@ -126,7 +210,7 @@ def test_export_never_leaves_half_a_directory(exported):
     assert exported["kept"] == "keep me"  # refused without overwrite=True
     assert sorted(os.listdir(exported["paths"]["embedder"])) == ["assets", "fingerprint.pb", "saved_model.pb",
                                                                  "variables"]
-    assert not [n for n in os.listdir(exported["root"]) if n.startswith(".kerasbert-export")]
+    assert not [n for n in os.listdir(exported["root"]) if n.startswith(".kerasbert-")]
 
 
 def test_export_errors(exported, tmp_path, capsys):
@@ -144,3 +228,27 @@ def test_export_errors(exported, tmp_path, capsys):
         with pytest.raises(SystemExit) as exit:
             cli.main(argv)
         assert exit.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_serving_entities_chunk_like_entity_spans():
+    """The serving graph's entity chunking against `entity_spans` (seqeval's
+    default mode) on random IOB1/IOB2/IOBES sequences, ragged, with -1 ids
+    (words without a token, read as O)."""
+    import tensorflow as tf
+
+    from kerasbert.metrics import entity_spans
+    from kerasbert.tasks.token_classifier import _chunk_tables, _entity_tensors
+
+    labels = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]
+    rng = np.random.default_rng(0)
+    rows = [rng.integers(-1, len(labels), size=n).tolist() for n in [0, 1, 7, 30, 2, 12, 30, 0]]
+    words = tf.ragged.constant([["w"] * len(r) for r in rows], tf.string, ragged_rank=1, row_splits_dtype=tf.int64)
+    flat = tf.constant([t for r in rows for t in r], tf.int32)
+    offsets = tf.range(tf.size(flat)) - tf.cast(tf.gather(words.row_splits, words.value_rowids()), tf.int32)
+    texts = tf.constant(["w " * len(r) for r in rows])
+    got = _entity_tensors(flat, words, 2 * offsets, 2 * offsets + 1, texts, _chunk_tables(labels))
+    for i, row in enumerate(rows):
+        expected = entity_spans(["O" if t < 0 else labels[t] for t in row])
+        served = [(k.decode(), s // 2, (e + 1) // 2) for k, s, e in zip(
+            got["entity_types"][i].numpy(), got["entity_starts"][i].numpy(), got["entity_ends"][i].numpy()) if s >= 0]
+        assert served == expected, (row, served, expected)

@@ -82,9 +82,8 @@ def test_heads_match_transformers_both_ways(family, architecture, tmp_path):
     inputs = encoder_inputs(task.encoder, lengths=(9, 5), pad_id=1 if family == "roberta" else 0)
     expected = logits_of(hf_call(reference, inputs))
     np.testing.assert_allclose(task_logits(task, inputs), expected, atol=1e-4)
-    if architecture == "TokenClassification":
-        assert task.labels == LABELS
-    if architecture == "SequenceClassification":
+    if architecture in ("TokenClassification", "SequenceClassification"):
+        assert task.labels == LABELS  # id2label's names
         assert task.num_classes == len(LABELS)
 
     to_huggingface(task, str(tmp_path / "back"))

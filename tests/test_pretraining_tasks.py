@@ -73,6 +73,21 @@ def test_masked_lm_fit_weights_the_loss_by_mask_weights():
     assert logs["accuracy"] == pytest.approx((correct * mask_weights).sum() / mask_weights.sum())
 
 
+def test_default_compile_trains_at_a_constant_rate():
+    # compile() with no arguments: the pretraining recipe for a run of unknown length.
+    encoder = tiny_encoder()
+    model = kerasbert.MaskedLM(encoder)
+    model.compile()
+    x, mask_ids, mask_weights = batch(encoder)
+    history = model.fit(x, mask_ids, sample_weight=mask_weights, epochs=3, batch_size=B, verbose=0).history
+    assert history["loss"][-1] < history["loss"][0]
+    schedule = model.optimizer._learning_rate
+    assert [float(schedule(step)) for step in (0, 3, 10_000)] == pytest.approx([1e-4] * 3)
+    pretrainer = kerasbert.BertPretrainer(tiny_encoder())
+    pretrainer.compile()
+    assert float(pretrainer.optimizer._learning_rate(7)) == pytest.approx(1e-4)
+
+
 @pytest.mark.parametrize("sentence_task", ["nsp", "sop", None])
 def test_bert_pretrainer_logs_every_objective(sentence_task):
     encoder = tiny_encoder()

@@ -161,6 +161,20 @@ class TokenClassificationPreprocessor(TokenizingPreprocessor):
 
     # -- Word bookkeeping for decoding ------------------------------------------
 
+    def text_features(self, texts):
+        """Graph-safe, for raw strings `(batch,)`: `(features, words,
+        first_token, word_starts, word_ends, texts)`: the packed features,
+        the words (ragged `(batch, words)`), each word's first sub-word
+        position in its row (flat `(words,)`, -1 for none), the words'
+        character starts and ends in their texts (flat `(words,)`, int32) and
+        the texts with invalid UTF-8 replaced (what the offsets index)."""
+        words, texts, byte_starts, byte_ends = self._words(texts)
+        if texts is None:
+            raise ValueError("text_features takes raw strings (batch,), not word lists.")
+        features, first_token = self._features(self._tokenize_words(words))
+        starts, ends = character_spans(texts, byte_starts, byte_ends)
+        return features, words, first_token, starts, ends, texts
+
     def word_alignment(self, x):
         """Where each word of `x` is, in its text and in the packed sequence.
 
@@ -180,14 +194,7 @@ class TokenClassificationPreprocessor(TokenizingPreprocessor):
         flat = [w.decode("utf-8", "replace") for w in words.flat_values.numpy().tolist()]
         rows = list(itertools.pairwise(splits))
         if texts is not None:
-            # Byte offsets -> character offsets: the characters before them.
-            row_texts = tf.gather(texts, starts.value_rowids())
-
-            def characters_before(offsets):
-                prefix = tf.strings.substr(row_texts, tf.zeros_like(offsets.flat_values), offsets.flat_values)
-                return tf.strings.length(prefix, unit="UTF8_CHAR").numpy()
-
-            begin, end = characters_before(starts), characters_before(ends)
+            begin, end = (offsets.numpy() for offsets in character_spans(texts, starts, ends))
             texts = [t.decode("utf-8", "replace") for t in texts.numpy().tolist()]
         else:
             # Each word starts after the words and spaces before it in its row.
@@ -246,6 +253,19 @@ class TokenClassificationPreprocessor(TokenizingPreprocessor):
     def options(self):
         return {"sequence_length": self.packer.sequence_length,
                 "pad_to_sequence_length": self.packer.pad_to_sequence_length}
+
+
+def character_spans(texts, starts, ends):
+    """Byte offsets of the words in `texts` (ragged `(batch, words)`, as
+    `_words` gives them) -> their flat `(words,)` character starts and ends
+    (int32): the characters before each offset. Graph-safe."""
+    row_texts = tf.gather(texts, starts.value_rowids())
+
+    def characters_before(offsets):
+        prefix = tf.strings.substr(row_texts, tf.zeros_like(offsets.flat_values), offsets.flat_values)
+        return tf.strings.length(prefix, unit="UTF8_CHAR")
+
+    return characters_before(starts), characters_before(ends)
 
 
 def _word_tokenizer(tokenizer):

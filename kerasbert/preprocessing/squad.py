@@ -196,63 +196,88 @@ class QuestionAnsweringPreprocessor(TokenizingPreprocessor):
 
         q_ids, q_rows, q_lengths, _, _ = self._tokenize(questions)
         c_ids, c_rows, c_lengths, c_starts, c_ends = self._tokenize(contexts)
-        q_lengths = np.minimum(q_lengths, self.max_question_length)  # (examples,)
-
-        # Windows: each example's context is cut into parts of `budget`
-        # tokens starting every `budget - doc_stride` tokens, until one
-        # reaches the end (transformers' Encoding.truncate).
-        specials = _SPECIALS[self.style]
-        budget = self.sequence_length - specials - q_lengths  # (examples,) > doc_stride
-        step = budget - self.doc_stride
-        over = np.maximum(c_lengths - budget, 0)
-        num_windows = 1 + -(-over // step)  # 1 + ceil(over / step)
-        example_index = np.repeat(np.arange(len(contexts)), num_windows).astype("int32")  # (windows,)
-        first_window = np.cumsum(num_windows) - num_windows
-        window_in_example = np.arange(len(example_index)) - first_window[example_index]
-        part_start = window_in_example * step[example_index]  # (windows,), in the example's context tokens
-        part_length = np.minimum(budget[example_index], c_lengths[example_index] - part_start)
-
-        # Position -> what it holds, all windows at once.
-        q_length = q_lengths[example_index][:, None]  # (windows, 1)
-        head = q_length + (2 if self.style == "bert" else 3)  # the first context position
-        tail = head + part_length[:, None]  # the final separator's position
-        position = np.arange(self.sequence_length)[None, :]  # (1, seq)
-        is_question = (position >= 1) & (position <= q_length)  # (windows, seq)
-        is_context = (position >= head) & (position < tail)
-        is_separator = (position == q_length + 1) | (position == tail)
-        if self.style == "roberta":
-            is_separator |= position == q_length + 2
-        # Indices into the flat token arrays (clipped where unused).
-        q_index = np.clip(q_rows[example_index][:, None] + position - 1, 0, max(len(q_ids) - 1, 0))
-        c_index = c_rows[example_index][:, None] + part_start[:, None] + position - head
-        c_index = np.clip(c_index, 0, max(len(c_ids) - 1, 0))
-        q_ids, c_ids = _non_empty(q_ids), _non_empty(c_ids)
-        c_starts, c_ends = _non_empty(c_starts), _non_empty(c_ends)
-
-        token_ids = np.full(is_context.shape, self.pad_id, "int32")
-        token_ids[:, 0] = self.cls_id
-        token_ids[is_separator] = self.sep_id
-        token_ids = np.where(is_question, q_ids[q_index], token_ids)
-        token_ids = np.where(is_context, c_ids[c_index], token_ids).astype("int32")
-        features = {"token_ids": token_ids}
-        if self.style == "bert":  # the context and its [SEP] are segment 1
-            features["segment_ids"] = ((position >= head) & (position <= tail)).astype("int32")
-        features["padding_mask"] = (position <= tail).astype("int32")
-        offsets = np.stack(
-            [np.where(is_context, c_starts[c_index], -1), np.where(is_context, c_ends[c_index], -1)], axis=-1
-        ).astype("int32")  # (windows, seq, 2)
-
+        layout = self.window_layout((q_ids, q_rows, q_lengths), (c_ids, c_rows, c_lengths, c_starts, c_ends),
+                                    self.sequence_length)
+        layout = {k: v.numpy() if not isinstance(v, dict) else {n: t.numpy() for n, t in v.items()}
+                  for k, v in layout.items()}
+        features, example_index, offsets = layout["features"], layout["example_index"], layout["offsets"]
         windows = QuestionAnsweringWindows(features, example_index, offsets, contexts)
         if answers is not None:
             # The answer's tokens in its whole context, then in each window.
             first, last = _answer_tokens(answers, c_rows, c_lengths, c_starts, c_ends)  # (examples,), -1: none
             first, last = first[example_index], last[example_index]
-            part_end = part_start + part_length
-            inside = (first >= 0) & (first >= part_start) & (last < part_end)
-            shift = head[:, 0] - part_start  # context token -> window position
+            part_start, head = layout["part_start"], layout["head"]
+            inside = (first >= 0) & (first >= part_start) & (last < part_start + layout["part_length"])
+            shift = head - part_start  # context token -> window position
             windows.start_positions = np.where(inside, first + shift, 0).astype("int32")
             windows.end_positions = np.where(inside, last + shift, 0).astype("int32")
         return windows
+
+    def window_layout(self, questions, contexts, width):
+        """The windows of tokenized examples, in TensorFlow ops (eager, or
+        in a serving graph).
+
+        Args:
+            questions: `(ids, rows, lengths)`: the flat token ids of the
+                questions, each example's first index into them and its
+                number of tokens.
+            contexts: `(ids, rows, lengths, starts, ends)`, likewise, with
+                the tokens' flat character starts and ends.
+            width: the positions per window row (`sequence_length`, or less
+                when every window is shorter).
+
+        Returns:
+            A dict of `features` (int32 `(windows, width)` each),
+            `example_index`, `part_start` (the window's first context token
+            in its example's context), `part_length`, `head` (its first
+            context position), all int32 `(windows,)`, and `offsets` (int32
+            `(windows, width, 2)`, -1 off the context).
+        """
+        q_ids, q_rows, q_lengths = (tf.cast(t, tf.int32) for t in questions)
+        c_ids, c_rows, c_lengths, c_starts, c_ends = (tf.cast(t, tf.int32) for t in contexts)
+        q_lengths = tf.minimum(q_lengths, self.max_question_length)  # (examples,)
+
+        # Windows: each example's context is cut into parts of `budget`
+        # tokens starting every `budget - doc_stride` tokens, until one
+        # reaches the end (transformers' Encoding.truncate).
+        budget = self.sequence_length - _SPECIALS[self.style] - q_lengths  # (examples,) > doc_stride
+        step = budget - self.doc_stride
+        over = tf.maximum(c_lengths - budget, 0)
+        num_windows = 1 + (over + step - 1) // step  # 1 + ceil(over / step)
+        example_index = tf.repeat(tf.range(tf.size(num_windows)), num_windows)  # (windows,)
+        first_window = tf.cumsum(num_windows, exclusive=True)
+        window_in_example = tf.range(tf.size(example_index)) - tf.gather(first_window, example_index)
+        part_start = window_in_example * tf.gather(step, example_index)  # (windows,), in the context's tokens
+        part_length = tf.minimum(tf.gather(budget, example_index), tf.gather(c_lengths, example_index) - part_start)
+
+        # Position -> what it holds, all windows at once.
+        q_length = tf.gather(q_lengths, example_index)[:, None]  # (windows, 1)
+        head = q_length + (2 if self.style == "bert" else 3)  # the first context position
+        tail = head + part_length[:, None]  # the final separator's position
+        position = tf.range(width)[None, :]  # (1, width)
+        is_question = (position >= 1) & (position <= q_length)  # (windows, width)
+        is_context = (position >= head) & (position < tail)
+        is_separator = (position == q_length + 1) | (position == tail)
+        if self.style == "roberta":
+            is_separator |= position == q_length + 2
+
+        def take(flat, index):  # flat values at clipped indices (unused ones anywhere)
+            flat = tf.concat([flat, tf.zeros([1], flat.dtype)], 0)  # never empty
+            return tf.gather(flat, tf.clip_by_value(index, 0, tf.size(flat) - 1))
+
+        q_index = tf.gather(q_rows, example_index)[:, None] + position - 1
+        c_index = tf.gather(c_rows, example_index)[:, None] + part_start[:, None] + position - head
+        token_ids = tf.where(position == 0, self.cls_id, tf.where(is_separator, self.sep_id, self.pad_id))
+        token_ids = tf.where(is_question, take(q_ids, q_index), token_ids)
+        token_ids = tf.where(is_context, take(c_ids, c_index), token_ids)
+        features = {"token_ids": token_ids}
+        if self.style == "bert":  # the context and its [SEP] are segment 1
+            features["segment_ids"] = tf.cast((position >= head) & (position <= tail), tf.int32)
+        features["padding_mask"] = tf.cast(position <= tail, tf.int32)
+        offsets = tf.stack([tf.where(is_context, take(c_starts, c_index), -1),
+                            tf.where(is_context, take(c_ends, c_index), -1)], axis=-1)  # (windows, width, 2)
+        return {"features": features, "example_index": example_index, "offsets": offsets,
+                "part_start": part_start, "part_length": part_length, "head": head[:, 0]}
 
     def _tokenize(self, texts):
         """-> flat ids, each text's first index into them and its number of
@@ -307,12 +332,7 @@ def decode_answers(windows, start_logits, end_logits, *, n_best_size=20, max_ans
     """
     if not isinstance(windows, QuestionAnsweringWindows):
         raise TypeError(f"windows must be a QuestionAnsweringWindows; got {type(windows).__name__}.")
-    _check_integer(n_best_size, "n_best_size", 1)
-    _check_integer(max_answer_length, "max_answer_length", 1)
-    if null_score_threshold is not None and (
-        isinstance(null_score_threshold, bool) or not isinstance(null_score_threshold, numbers.Real)
-    ):
-        raise TypeError(f"null_score_threshold must be a number or None; got {null_score_threshold!r}.")
+    check_decoding_options(n_best_size, max_answer_length, null_score_threshold)
     shape = windows.offsets.shape[:2]
     start_logits = _logits(start_logits, "start_logits", shape)
     end_logits = _logits(end_logits, "end_logits", shape)
@@ -369,6 +389,69 @@ def decode_answers(windows, start_logits, end_logits, *, n_best_size=20, max_ans
             text, start, end, score = n_best[0]
             predictions.append(QuestionAnsweringPrediction(text, start, end, score, null_score, n_best))
     return predictions
+
+
+def best_answers(layout, contexts, start_logits, end_logits, *, n_best_size=20, max_answer_length=30,
+                 null_score_threshold=None):
+    """`decode_answers`' answers in TensorFlow ops (for serving graphs):
+    the best span of each example, without the n-best lists.
+
+    Args:
+        layout: `QuestionAnsweringPreprocessor.window_layout`'s dict.
+        contexts: `(examples,)` strings, the texts the offsets index.
+        start_logits, end_logits: `(windows, width)` float32 tensors.
+
+    Returns:
+        A dict of `answer` (string, "" for none), `start`, `end` (int32
+        character offsets into the context, -1 for none) and `score`
+        (float32: the span's `start_logit + end_logit`, or the null score
+        when there is no answer), each `(examples,)`.
+    """
+    offsets, example_index = layout["offsets"], layout["example_index"]
+    examples = tf.shape(contexts)[0]
+    is_context = offsets[:, :, 0] >= 0  # (windows, width)
+    k = tf.minimum(n_best_size, tf.shape(start_logits)[1])
+    # The k best context positions of each window, then every pair of them.
+    start_score, start_top = tf.math.top_k(tf.where(is_context, start_logits, -np.inf), k)  # (windows, k)
+    end_score, end_top = tf.math.top_k(tf.where(is_context, end_logits, -np.inf), k)
+    first, last = start_top[:, :, None], end_top[:, None, :]  # (windows, k, 1), (windows, 1, k)
+    valid = (tf.math.is_finite(start_score)[:, :, None] & tf.math.is_finite(end_score)[:, None, :]
+             & (last >= first) & (last - first < max_answer_length))
+    scores = tf.reshape(tf.where(valid, start_score[:, :, None] + end_score[:, None, :], -np.inf),
+                        [tf.shape(valid)[0], -1])  # (windows, k * k)
+    pair = tf.argmax(scores, axis=1, output_type=tf.int32)  # each window's best, the first of ties
+    window_score = tf.reduce_max(scores, axis=1)
+    best_score = tf.math.unsorted_segment_max(window_score, example_index, examples)  # (examples,)
+    # The example's first window with its best score, as decode_answers' stable order picks.
+    windows = tf.range(tf.shape(example_index)[0])
+    is_best = window_score >= tf.gather(best_score, example_index)
+    window = tf.math.unsorted_segment_min(tf.where(is_best, windows, tf.int32.max), example_index, examples)
+    window = tf.minimum(window, tf.maximum(tf.shape(example_index)[0] - 1, 0))
+    pair = tf.gather(pair, window)
+    at_start = tf.stack([window, tf.gather_nd(start_top, tf.stack([window, pair // k], 1))], 1)  # (examples, 2)
+    at_end = tf.stack([window, tf.gather_nd(end_top, tf.stack([window, pair % k], 1))], 1)
+    start = tf.gather_nd(offsets[:, :, 0], at_start)
+    end = tf.gather_nd(offsets[:, :, 1], at_end)
+    null_score = tf.math.unsorted_segment_min(start_logits[:, 0] + end_logits[:, 0], example_index, examples)
+    # (A segment max over -inf alone gives float32's lowest, not -inf.)
+    found = tf.math.unsorted_segment_max(tf.cast(tf.math.is_finite(window_score), tf.int32), example_index, examples)
+    none = found < 1
+    if null_score_threshold is not None:
+        none |= null_score - best_score > null_score_threshold
+    start, end = tf.where(none, -1, start), tf.where(none, -1, end)
+    answer = tf.strings.substr(contexts, tf.maximum(start, 0), end - start, unit="UTF8_CHAR")
+    return {"answer": tf.where(none, "", answer), "start": start, "end": end,
+            "score": tf.where(none, null_score, best_score)}
+
+
+def check_decoding_options(n_best_size, max_answer_length, null_score_threshold):
+    """The options of `decode_answers` and `best_answers`, checked."""
+    _check_integer(n_best_size, "n_best_size", 1)
+    _check_integer(max_answer_length, "max_answer_length", 1)
+    if null_score_threshold is not None and (
+        isinstance(null_score_threshold, bool) or not isinstance(null_score_threshold, numbers.Real)
+    ):
+        raise TypeError(f"null_score_threshold must be a number or None; got {null_score_threshold!r}.")
 
 
 # -- Helpers --------------------------------------------------------------------
@@ -452,11 +535,6 @@ def _answer_tokens(spans, rows, lengths, starts, ends):
         if a <= b:  # else the answer holds no token (whitespace, dropped characters)
             first[e], last[e] = a, b
     return first, last
-
-
-def _non_empty(flat):
-    """A flat array with at least one element, so clipped gathers stay valid."""
-    return flat if len(flat) else np.zeros(1, flat.dtype)
 
 
 def _logits(logits, name, shape):

@@ -1,8 +1,7 @@
-"""What the fine-tuning tasks share: a preprocessor so that `fit`,
-`evaluate` and `predict` take raw text, the fine-tuning recipe as the
-default optimizer, and task presets (encoder, tokenizer and head together)."""
+"""What the fine-tuning tasks share: `fit`, `evaluate` and `predict` on raw
+text through the preprocessor, the fine-tuning recipe as the default
+optimizer, and the heads of transformers' task checkpoints."""
 
-import inspect
 import os
 import warnings
 
@@ -10,12 +9,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.tasks.inputs import COMPILED_SHAPES, GROUP_BY_LENGTH, is_raw, make_dataset, select_inputs
-from kerasbert.tasks.task import Task
-from kerasbert.utils.io import read_json, read_safetensors, write_json, write_safetensors
-
-TASK_FILE = "task.json"
-TASK_WEIGHTS_FILE = "task.safetensors"
+from kerasbert.tasks.inputs import COMPILED_SHAPES, GROUP_BY_LENGTH, is_raw, make_dataset
+from kerasbert.tasks.task import TASK_FILE, TASK_WEIGHTS_FILE, Task, text_signature  # noqa: F401 (re-exported)
+from kerasbert.utils.io import read_json
 
 
 def _huggingface_head_config(cls, preset):
@@ -33,9 +29,23 @@ def _huggingface_head_config(cls, preset):
     return config if any(a.endswith(f"For{kind}") for a in architectures) else None
 
 
-def text_signature(*names):
-    """A serving input signature: a 1-D string batch per name."""
-    return [tf.TensorSpec([None], tf.string, name=name) for name in names]
+def check_labels(num_classes, labels, example):
+    """(num_classes, labels) of a task built with either: the number of
+    classes, or their names (`labels`, which set the number)."""
+    if labels is not None:
+        if isinstance(labels, str) or not all(isinstance(label, str) for label in labels):
+            raise TypeError(f"labels must be a list of class names such as {example}; got {labels!r}.")
+        labels = list(labels)
+        if len(set(labels)) != len(labels) or not labels:
+            raise ValueError(f"labels must be distinct and non-empty; got {labels}.")
+        if num_classes is not None and num_classes != len(labels):
+            raise ValueError(f"num_classes={num_classes} but {len(labels)} labels were given: {labels}.")
+        return len(labels), labels
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise ValueError(
+            f"Give num_classes (a positive integer) or labels (class names); got num_classes={num_classes!r}."
+        )
+    return num_classes, None
 
 
 def _dataset_steps(dataset):
@@ -55,24 +65,16 @@ class FineTuningTask(Task):
       `kerasbert.optimizers.finetuning_optimizer` over that call's steps:
       AdamW without decay on biases and LayerNorm, `head_learning_rate_multiplier`
       for the new head, layer-wise decay, 10% warmup then linear decay.
-    * `save_to_preset(dir)` writes the encoder, the tokenizer and the task
-      (its arguments and head weights); `from_preset(dir)` restores it.
+    * `from_preset` of a transformers checkpoint with the task's head
+      (`...ForSequenceClassification`, ...) keeps that head.
 
-    `family` is the family of the preset the task came from ("bert", ...;
-    None for a task built directly): `save_to_preset` records it and
-    `to_huggingface` writes that family's architecture.
+    Task presets and the serving export are `Task`'s.
     """
 
-    family = None
-
-    # Subclasses: the preprocessor class `from_preset` builds by default,
-    # and whether the outputs are per token, `(batch, seq, ...)`.
-    preprocessor_class = None
+    # Whether the outputs are per token, `(batch, seq, ...)`.
     per_token_outputs = False
     # transformers' `{Family}For{huggingface_architecture}` holds this head.
     huggingface_architecture = None
-    # The default preprocessor's `sequence_length` (at most the encoder's).
-    default_sequence_length = 512
     # Defaults of the recipe; `compile(...)` overrides them.
     recipe_defaults = {"learning_rate": 5e-5, "head_learning_rate_multiplier": 10.0, "layer_decay": 1.0,
                        "weight_decay": 0.01, "warmup_fraction": 0.1}
@@ -82,13 +84,6 @@ class FineTuningTask(Task):
         gradient, so it is left out of training (and its warning)."""
         if self.encoder.pooler_dense is not None:
             self.encoder.pooler_dense.trainable = False
-
-    def _set_preprocessor(self, preprocessor):
-        if preprocessor is not None and not isinstance(preprocessor, keras.layers.Layer):
-            raise TypeError(
-                f"preprocessor must be a kerasbert preprocessing layer or None; got {type(preprocessor).__name__}."
-            )
-        self.preprocessor = preprocessor
 
     # -- compile: the recipe as the default --------------------------------
 
@@ -262,158 +257,34 @@ class FineTuningTask(Task):
         self.make_predict_function()
         self.predict_function.get_concrete_function([(features,)])
 
-    # -- serving -------------------------------------------------------------
-
-    def export(self, filepath, overwrite=False, **options):
-        """Writes a SavedModel that takes raw text, the tokenizer inside
-        (see `kerasbert.export.export`), from any backend; returns its path.
-        `options` are the task's `serving_function` arguments."""
-        from kerasbert.export import export
-
-        return export(self, filepath, overwrite=overwrite, **options)
-
-    def serving_function(self, **options):
-        """`(fn, input_signature)`: the exported `serving_default`, a
-        TensorFlow function of named 1-D string batches returning a dict of
-        named outputs (subclasses)."""
-        raise NotImplementedError(f"{type(self).__name__} has no serving signature.")
-
-    def _serving_features(self, texts):
-        """In the serving graph: raw strings (or a pair of batches) -> the
-        model's inputs, each batch padded to its longest row."""
-        return select_inputs(self.preprocessor(texts), tuple(self.input))
-
     # -- presets -------------------------------------------------------------
 
     @classmethod
-    def _preset_arguments(cls, preset, family, kwargs):
-        """Constructor defaults for a preset of `family` (subclasses)."""
-        return kwargs
-
-    @classmethod
-    def from_preset(cls, preset, load_weights=True, dtype=None, sequence_length=None, **kwargs):
-        """The task on `preset`'s encoder, with the preset's tokenizer in its
-        default preprocessor (`sequence_length`: its longest sequence; by
-        default the encoder's `max_sequence_length`, at most 512, or 384
-        for question answering). A preset
-        directory written by the task's `save_to_preset` restores the whole
-        task: arguments, head weights and preprocessor; keyword arguments
-        override its arguments."""
-        from kerasbert.presets import from_preset, preset_directory, preset_family
-
-        directory = preset_directory(preset)
-        saved = os.path.join(directory, TASK_FILE)
-        encoder = from_preset(preset, load_weights=load_weights, dtype=dtype)
-        if os.path.isfile(saved):
-            spec = read_json(saved, "kerasbert task file")
-            if spec.get("class_name") != cls.__name__:
-                raise ValueError(
-                    f"{directory} holds a {spec.get('class_name')}, not a {cls.__name__}; "
-                    f"load it with kerasbert.{spec.get('class_name')}.from_preset."
-                )
-            arguments = {**spec["config"], **kwargs}
-            if "preprocessor" not in kwargs:
-                options = dict(spec.get("preprocessor") or {})
-                if sequence_length is not None:
-                    options["sequence_length"] = sequence_length
-                arguments["preprocessor"] = cls.preprocessor_class.from_preset(directory, **options)
-            task = cls(encoder, **arguments)
-            task.family = preset_family(preset)
-            if load_weights:
-                task._assign_task_weights(os.path.join(directory, TASK_WEIGHTS_FILE))
-            return task
+    def _head_arguments(cls, preset, kwargs, load_weights):
+        """From a transformers checkpoint with the task's head
+        (`BertForSequenceClassification` for a TextClassifier...): its head
+        arguments (number of labels, names) under the given ones, and
+        whether its head weights fit; a checkpoint whose head was trained
+        for other arguments than the given ones gives a fresh head."""
         head_config = _huggingface_head_config(cls, preset)
-        given = dict(kwargs)
-        if head_config is not None:
-            kwargs = {**cls._huggingface_arguments(head_config), **kwargs}
-        kwargs = cls._preset_arguments(preset, preset_family(preset), kwargs)
-        if "preprocessor" not in kwargs and cls.preprocessor_class is not None:
-            kwargs["preprocessor"] = cls._default_preprocessor(preset, encoder, sequence_length)
-        task = cls(encoder, **kwargs)
-        task.family = preset_family(preset)
-        if load_weights and head_config is not None:
-            from kerasbert.convert.huggingface import assign_head_weights, huggingface_checkpoint_directory
-
-            conflicting = {k: v for k, v in cls._huggingface_arguments(head_config).items()
-                           if k in given and given[k] != v}
-            if conflicting:
-                warnings.warn(
-                    f"{preset}: the checkpoint's head was trained with {cls._huggingface_arguments(head_config)}, "
-                    f"not {conflicting}; the task starts with a fresh head.",
-                    stacklevel=2,
-                )
-            else:
-                assign_head_weights(task, huggingface_checkpoint_directory(preset))
-        return task
+        if head_config is None:
+            return kwargs, False
+        saved = cls._huggingface_arguments(head_config)
+        classes = len(saved["labels"]) if "labels" in saved else saved.get("num_classes")
+        compared = {**saved, "num_classes": classes}
+        conflicting = {k: kwargs[k] for k, v in compared.items() if k in kwargs and v is not None and kwargs[k] != v}
+        if not conflicting:
+            return {**saved, **kwargs}, True
+        if load_weights:
+            warnings.warn(
+                f"{preset}: the checkpoint's head was trained with {saved}, not {conflicting}; "
+                "the task starts with a fresh head.",
+                stacklevel=3,
+            )
+        return kwargs, False
 
     @classmethod
     def _huggingface_arguments(cls, head_config):
         """Constructor arguments read from a matching transformers
         checkpoint's config.json (e.g. its number of labels)."""
         return {}
-
-    def _head_variables(self):
-        encoder_ids = {id(v) for v in self.encoder.weights}
-        return [v for v in self.weights if id(v) not in encoder_ids]
-
-    @classmethod
-    def _default_preprocessor(cls, preset, encoder, sequence_length):
-        length = sequence_length or min(encoder.max_sequence_length, cls.default_sequence_length)
-        try:
-            return cls.preprocessor_class.from_preset(preset, **cls._preprocessor_options(length))
-        except FileNotFoundError as error:
-            warnings.warn(
-                f"{error} The {cls.__name__} takes packed features (token_ids, ...), not text; pass "
-                f"preprocessor={cls.preprocessor_class.__name__}(tokenizer, ...) for text.",
-                stacklevel=3,
-            )
-            return None
-
-    @classmethod
-    def _preprocessor_options(cls, sequence_length):
-        """Keyword arguments of the default preprocessor for windows of
-        `sequence_length` tokens."""
-        options = {"sequence_length": sequence_length}
-        if "pad_to_sequence_length" in inspect.signature(cls.preprocessor_class.__init__).parameters:
-            options["pad_to_sequence_length"] = False  # batches are padded to a few lengths instead
-        return options
-
-    def _assign_task_weights(self, path):
-        tensors = read_safetensors(path)
-        variables = {v.path: v for v in self._head_variables()}
-        if set(tensors) != set(variables):
-            raise ValueError(
-                f"{path} holds head weights {sorted(tensors)}, but this task's head has {sorted(variables)}."
-            )
-        for name, variable in variables.items():
-            if tuple(tensors[name].shape) != tuple(variable.shape):
-                raise ValueError(f"{path}: {name} has shape {tensors[name].shape}, the head needs {variable.shape}.")
-        for name, variable in variables.items():
-            variable.assign(tensors[name])
-
-    def save_to_preset(self, preset_dir):
-        """Writes the whole task as a kerasbert preset directory: the
-        encoder (`preset.json`, `encoder.safetensors`, which
-        `kerasbert.from_preset` loads alone), the tokenizer's files, and
-        `task.json` + `task.safetensors` (the task's arguments and head
-        weights), which `from_preset` of this class reads back. The task
-        file is written last, so it always describes complete files."""
-        from kerasbert.presets import save_to_preset
-
-        family = getattr(self, "family", None)
-        save_to_preset(self.encoder, preset_dir, _spec={"family": family} if family else None)
-        config = {}
-        for key, value in self._task_config.items():
-            if key in ("encoder", "preprocessor"):
-                continue
-            config[key] = value
-        preprocessor = None
-        if self.preprocessor is not None:
-            self.preprocessor.tokenizer.save_to_preset(preset_dir)
-            preprocessor = {k: v for k, v in self.preprocessor.get_config().items()
-                            if k not in ("tokenizer", "name", "trainable", "dtype")}
-        tensors = {v.path: np.asarray(keras.ops.convert_to_numpy(v), np.float32) for v in self._head_variables()}
-        write_safetensors(os.path.join(preset_dir, TASK_WEIGHTS_FILE), tensors, {"format": "kerasbert"})
-        write_json(os.path.join(preset_dir, TASK_FILE),
-                   {"class_name": type(self).__name__, "config": config, "preprocessor": preprocessor})
-        return preset_dir

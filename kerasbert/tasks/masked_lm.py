@@ -1,9 +1,11 @@
 """Masked language modelling: logits at the masked positions only."""
 
 import keras
+import tensorflow as tf
 
 from kerasbert.layers.heads import MaskedLMHead
-from kerasbert.tasks.task import Task, check_encoder, encoder_inputs
+from kerasbert.preprocessing.preprocessors import TextPreprocessor
+from kerasbert.tasks.task import Task, check_encoder, encoder_inputs, text_signature
 
 
 def masked_lm_graph(encoder):
@@ -38,11 +40,15 @@ def accuracy():
 
 
 def default_optimizer(learning_rate=1e-4):
-    """AdamW, weight decay 0.01 on everything but biases and LayerNorm,
-    global-norm clipping at 1.0."""
+    """AdamW at a constant `learning_rate`, weight decay 0.01 on everything
+    but biases and LayerNorm, global-norm clipping at 1.0: the recipe of
+    `kerasbert.optimizers.pretraining_optimizer` for a run of unknown
+    length (pass that function's optimizer, with `total_steps`, for warmup
+    and decay)."""
     from kerasbert.optimizers import pretraining_optimizer
 
-    return pretraining_optimizer("adamw", learning_rate=learning_rate, total_steps=None)
+    return pretraining_optimizer("adamw", learning_rate=learning_rate, total_steps=1, warmup_steps=0,
+                                 end_learning_rate=learning_rate)
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
@@ -57,8 +63,14 @@ class MaskedLM(Task):
     or `pretraining_dataset(..., objective="mlm")` yield; the default
     `compile` averages the loss and accuracy over the real targets only.
 
+    With a `preprocessor` (`from_preset` gives one when the preset has a
+    tokenizer) the task is saved with its tokenizer (`save_to_preset`) and
+    exports a SavedModel that fills in the mask tokens of raw text
+    (`export`, see `serving_function`).
+
     Args:
         encoder: a `kerasbert.Encoder`.
+        preprocessor: a `TextPreprocessor` for raw text (serving), or None.
 
     Examples:
     >>> import numpy as np, kerasbert
@@ -73,12 +85,15 @@ class MaskedLM(Task):
     (1, 1, 100)
     """
 
-    def __init__(self, encoder, **kwargs):
+    preprocessor_class = TextPreprocessor
+
+    def __init__(self, encoder, preprocessor=None, **kwargs):
         inputs, _, head, logits = masked_lm_graph(encoder)
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
         self.encoder = encoder
         self.mlm_head = head
-        self._finish(encoder, encoder=encoder)
+        self._set_preprocessor(preprocessor)
+        self._finish(encoder, encoder=encoder, preprocessor=preprocessor)
 
     def compile(self, optimizer="auto", loss="auto", weighted_metrics="auto", **kwargs):
         """`compile` with pretraining defaults for every argument left "auto":
@@ -90,3 +105,33 @@ class MaskedLM(Task):
             weighted_metrics=[accuracy()] if weighted_metrics == "auto" else weighted_metrics,
             **kwargs,
         )
+
+    def serving_function(self, top_k=5):
+        """The exported signature: `text`, a 1-D string batch with the
+        tokenizer's mask token (`[MASK]`, `<mask>`) where words are missing
+        -> the `top_k` most likely tokens at each mask: `token_ids` (int32),
+        `tokens` (string) and `probabilities` (float32), each `(batch,
+        masks, top_k)`, padded to the batch's most masks with -1, "" and 0
+        (`kerasbert.tasks.fill_mask`'s answers)."""
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= self.encoder.vocabulary_size:
+            raise ValueError(f"top_k must be an integer in [1, {self.encoder.vocabulary_size}]; got {top_k!r}.")
+        if self.preprocessor is None:
+            raise ValueError("this MaskedLM has no preprocessor; build it with from_preset or pass "
+                             "preprocessor=TextPreprocessor(tokenizer, ...).")
+        tokenizer = self.preprocessor.tokenizer
+        mask_id = tokenizer.special_token_ids["mask"]
+
+        def serve(text):
+            features = self._serving_features(text)
+            found = tf.where(tf.equal(features["token_ids"], mask_id))  # (masks, 2): row, position
+            masks = tf.RaggedTensor.from_value_rowids(
+                tf.cast(found[:, 1], tf.int32), found[:, 0], nrows=tf.shape(text, out_type=tf.int64)[0])
+            features["mask_positions"] = masks.to_tensor(0)  # (batch, most masks)
+            is_mask = tf.ones_like(masks, tf.bool).to_tensor(False)[:, :, None]  # (batch, masks, 1)
+            logits = self(features, training=False)  # (batch, masks, vocabulary)
+            probabilities, token_ids = tf.math.top_k(tf.nn.softmax(logits, axis=-1), top_k)  # (batch, masks, k)
+            return {"token_ids": tf.where(is_mask, token_ids, -1),
+                    "tokens": tf.where(is_mask, tokenizer.id_to_token_tensor(token_ids), ""),
+                    "probabilities": tf.where(is_mask, probabilities, 0.0)}
+
+        return serve, text_signature("text")

@@ -2,13 +2,20 @@
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from kerasbert.metrics import squad_scores
-from kerasbert.preprocessing.squad import QuestionAnsweringPreprocessor, QuestionAnsweringWindows, decode_answers
+from kerasbert.preprocessing.squad import (
+    QuestionAnsweringPreprocessor,
+    QuestionAnsweringWindows,
+    best_answers,
+    check_decoding_options,
+    decode_answers,
+)
 from kerasbert.readers import SquadExample
 from kerasbert.tasks.fine_tuning import FineTuningTask
-from kerasbert.tasks.inputs import GROUP_BY_LENGTH, SHAPE_COST, fitted_boundaries, make_dataset
-from kerasbert.tasks.task import check_encoder, encoder_inputs
+from kerasbert.tasks.inputs import GROUP_BY_LENGTH, SHAPE_COST, fitted_boundaries, make_dataset, select_inputs
+from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
 
 
 def _examples(examples, name="examples"):
@@ -169,3 +176,38 @@ class QuestionAnswerer(FineTuningTask):
         predictions = self.predict_answers(examples, batch_size, null_score_threshold=null_score_threshold,
                                            **kwargs)
         return squad_scores({e.id: p.text for e, p in zip(examples, predictions)}, examples)
+
+    # -- serving -------------------------------------------------------------
+
+    def serving_function(self, n_best_size=20, max_answer_length=30, null_score_threshold=None):
+        """The exported signature: `question` and `context`, 1-D string
+        batches -> `answer` (the best span's text, "" for none), `start`,
+        `end` (int32 character offsets into the context, -1 for none) and
+        `score` (float32), what `predict_answers` gives with the same
+        options. The windowing, the span search and the cutting run in the
+        graph."""
+        check_decoding_options(n_best_size, max_answer_length, null_score_threshold)
+        self._check_preprocessor()
+        preprocessor = self.preprocessor
+
+        def serve(question, context):
+            q_ids, _, _ = preprocessor.tokenizer.tokenize_with_offsets(question)  # (examples, None)
+            c_ids, c_starts, c_ends = preprocessor.tokenizer.tokenize_with_offsets(context)
+            layout = preprocessor.window_layout(
+                (q_ids.flat_values, q_ids.row_starts(), q_ids.row_lengths()),
+                (c_ids.flat_values, c_ids.row_starts(), c_ids.row_lengths(), c_starts.flat_values,
+                 c_ends.flat_values),
+                preprocessor.sequence_length,
+            )
+            # Windows trimmed to the longest one: (windows, width).
+            width = tf.reduce_max(tf.concat([tf.reduce_sum(layout["features"]["padding_mask"], axis=1), [1]], 0))
+            features = {k: v[:, :width] for k, v in layout["features"].items()}
+            layout["offsets"] = layout["offsets"][:, :width]
+            logits = self(select_inputs(features, tuple(self.input)), training=False)
+            texts = tf.strings.unicode_transcode(context, "UTF-8", "UTF-8", errors="replace",
+                                                 replacement_char=0xFFFD)  # what the offsets index
+            return best_answers(layout, texts, logits["start_logits"], logits["end_logits"],
+                                n_best_size=n_best_size, max_answer_length=max_answer_length,
+                                null_score_threshold=null_score_threshold)
+
+        return serve, text_signature("question", "context")

@@ -1,8 +1,21 @@
-"""What every task shares: the encoder's symbolic inputs and `from_preset`."""
+"""What every task shares: the encoder's symbolic inputs, an optional
+preprocessor (raw text in), task presets (encoder, tokenizer and head
+together) and the serving export."""
+
+import inspect
+import os
+import warnings
 
 import keras
+import numpy as np
+import tensorflow as tf
 
 from kerasbert.encoder import Encoder
+from kerasbert.tasks.inputs import select_inputs
+from kerasbert.utils.io import read_json, read_safetensors, write_json, write_safetensors
+
+TASK_FILE = "task.json"
+TASK_WEIGHTS_FILE = "task.safetensors"
 
 
 def encoder_inputs(encoder):
@@ -21,13 +34,43 @@ def check_encoder(encoder, name="encoder"):
     return encoder
 
 
+def text_signature(*names):
+    """A serving input signature: a 1-D string batch per name."""
+    return [tf.TensorSpec([None], tf.string, name=name) for name in names]
+
+
+def _task_preset_file(preset):
+    """The task file of a local task preset directory, else None."""
+    if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
+        path = os.path.join(os.fspath(preset), TASK_FILE)
+        return path if os.path.isfile(path) else None
+    return None
+
+
 class Task(keras.Model):
     """A functional model built around an `Encoder`.
 
     Subclasses build their graph in `__init__(encoder, ...)`; the model runs
     in the encoder's dtype policy (so `compile` adds loss scaling under
     "mixed_float16"), and `from_preset` builds the encoder first.
+
+    A task with a `preprocessor` (its tokenizer inside) takes raw text:
+    `save_to_preset(dir)` writes the encoder, the tokenizer and the task (its
+    arguments and head weights), `from_preset(dir)` restores it, and
+    `export(path)` writes a SavedModel that serves raw strings.
+
+    `family` is the family of the preset the task came from ("bert", ...;
+    None for a task built directly): `save_to_preset` records it and
+    `to_huggingface` writes that family's architecture.
     """
+
+    family = None
+    # (No class attribute `preprocessor`: on torch it would hide the layer,
+    # which torch's Module keeps in `_modules`.)
+    # The preprocessor class `from_preset` builds by default (subclasses),
+    # and its default `sequence_length` (at most the encoder's).
+    preprocessor_class = None
+    default_sequence_length = 512
 
     def _finish(self, policy_source, **config):
         """Records the constructor arguments (`config`) and runs the model in
@@ -35,6 +78,13 @@ class Task(keras.Model):
         # Functional models do not record the policy their layers use.
         self.dtype_policy = policy_source.dtype_policy
         self._task_config = config
+
+    def _set_preprocessor(self, preprocessor):
+        if preprocessor is not None and not isinstance(preprocessor, keras.layers.Layer):
+            raise TypeError(
+                f"preprocessor must be a kerasbert preprocessing layer or None; got {type(preprocessor).__name__}."
+            )
+        self.preprocessor = preprocessor
 
     def get_config(self):
         config = {"name": self.name, "trainable": self.trainable}
@@ -52,25 +102,157 @@ class Task(keras.Model):
                 config[key] = keras.saving.deserialize_keras_object(value)
         return cls(**config)
 
+    # -- serving -------------------------------------------------------------
+
+    def export(self, filepath, overwrite=False, **options):
+        """Writes a SavedModel that takes raw text, the tokenizer inside
+        (see `kerasbert.export.export`), from any backend; returns its path.
+        `options` are the task's `serving_function` arguments."""
+        from kerasbert.export import export
+
+        return export(self, filepath, overwrite=overwrite, **options)
+
+    def serving_function(self, **options):
+        """`(fn, input_signature)`: the exported `serving_default`, a
+        TensorFlow function of named 1-D string batches returning a dict of
+        named outputs (subclasses)."""
+        raise NotImplementedError(f"{type(self).__name__} has no serving signature.")
+
+    def _serving_features(self, texts):
+        """In the serving graph: raw strings (or a pair of batches) -> the
+        model's inputs, each batch padded to its longest row."""
+        return select_inputs(self.preprocessor(texts), tuple(self.input))
+
+    # -- presets -------------------------------------------------------------
+
     @classmethod
-    def from_preset(cls, preset, load_weights=True, dtype=None, **kwargs):
+    def from_preset(cls, preset, load_weights=True, dtype=None, sequence_length=None, **kwargs):
         """The task on the encoder of `preset` (a built-in name, a kerasbert
         preset directory, a Hugging Face checkpoint directory or
-        `hf://org/name`; see `kerasbert.from_preset`). Other keyword
-        arguments go to the task's constructor.
+        `hf://org/name`; see `kerasbert.from_preset`), with the preset's
+        tokenizer in its default preprocessor when the task has one
+        (`sequence_length`: its longest sequence; by default the encoder's
+        `max_sequence_length`, at most the task's `default_sequence_length`).
+        Other keyword arguments go to the task's constructor.
 
-        From a Hugging Face pretraining checkpoint (`BertForPreTraining`,
-        `...ForMaskedLM`), the task's heads get the checkpoint's head weights
-        too; heads the checkpoint lacks start fresh."""
-        from kerasbert.convert.huggingface import (
-            assign_head_weights,
-            huggingface_checkpoint_directory,
-        )
-        from kerasbert.presets import from_preset
+        A preset directory written by the task's `save_to_preset` restores
+        the whole task: arguments, head weights and preprocessor; keyword
+        arguments override its arguments. From a Hugging Face checkpoint
+        whose heads the task has (`BertForPreTraining`, `...ForMaskedLM`,
+        `...ForSequenceClassification`, ...), the task's heads get the
+        checkpoint's weights; heads the checkpoint lacks start fresh."""
+        from kerasbert.convert.huggingface import assign_head_weights, huggingface_checkpoint_directory
+        from kerasbert.presets import from_preset, preset_family
 
-        task = cls(from_preset(preset, load_weights=load_weights, dtype=dtype), **kwargs)
-        if load_weights:
-            directory = huggingface_checkpoint_directory(preset)
-            if directory is not None:
-                assign_head_weights(task, directory)
+        saved = _task_preset_file(preset)
+        if saved is not None:
+            return cls._restore(preset, saved, load_weights, dtype, sequence_length, kwargs)
+        encoder = from_preset(preset, load_weights=load_weights, dtype=dtype)
+        kwargs, head_weights = cls._head_arguments(preset, kwargs, load_weights)
+        kwargs = cls._preset_arguments(preset, preset_family(preset), kwargs)
+        if "preprocessor" not in kwargs and cls.preprocessor_class is not None:
+            kwargs["preprocessor"] = cls._default_preprocessor(preset, encoder, sequence_length)
+        task = cls(encoder, **kwargs)
+        task.family = preset_family(preset)
+        directory = huggingface_checkpoint_directory(preset) if load_weights and head_weights else None
+        if directory is not None:
+            assign_head_weights(task, directory)
         return task
+
+    @classmethod
+    def _restore(cls, preset, spec_file, load_weights, dtype, sequence_length, kwargs):
+        """`from_preset` of a task preset directory (`save_to_preset`)."""
+        from kerasbert.presets import from_preset, preset_family
+
+        directory = os.path.dirname(spec_file)
+        spec = read_json(spec_file, "kerasbert task file")
+        if spec.get("class_name") != cls.__name__:
+            raise ValueError(
+                f"{directory} holds a {spec.get('class_name')}, not a {cls.__name__}; "
+                f"load it with kerasbert.{spec.get('class_name')}.from_preset."
+            )
+        encoder = from_preset(preset, load_weights=load_weights, dtype=dtype)
+        arguments = {**spec["config"], **kwargs}
+        if "preprocessor" not in kwargs and spec.get("preprocessor") is not None:
+            options = dict(spec["preprocessor"])
+            if sequence_length is not None:
+                options["sequence_length"] = sequence_length
+            arguments["preprocessor"] = cls.preprocessor_class.from_preset(directory, **options)
+        task = cls(encoder, **arguments)
+        task.family = preset_family(preset)
+        if load_weights:
+            task._assign_task_weights(os.path.join(directory, TASK_WEIGHTS_FILE))
+        return task
+
+    @classmethod
+    def _head_arguments(cls, preset, kwargs, load_weights):
+        """`(kwargs, whether a Hugging Face checkpoint's head weights are
+        loaded)`: here always (heads the checkpoint lacks start fresh)."""
+        return kwargs, True
+
+    @classmethod
+    def _preset_arguments(cls, preset, family, kwargs):
+        """Constructor defaults for a preset of `family` (subclasses)."""
+        return kwargs
+
+    @classmethod
+    def _default_preprocessor(cls, preset, encoder, sequence_length):
+        length = sequence_length or min(encoder.max_sequence_length, cls.default_sequence_length)
+        try:
+            return cls.preprocessor_class.from_preset(preset, **cls._preprocessor_options(length))
+        except FileNotFoundError as error:
+            warnings.warn(
+                f"{error} The {cls.__name__} takes packed features (token_ids, ...), not text; pass "
+                f"preprocessor={cls.preprocessor_class.__name__}(tokenizer, ...) for text.",
+                stacklevel=4,
+            )
+            return None
+
+    @classmethod
+    def _preprocessor_options(cls, sequence_length):
+        """Keyword arguments of the default preprocessor for windows of
+        `sequence_length` tokens."""
+        options = {"sequence_length": sequence_length}
+        if "pad_to_sequence_length" in inspect.signature(cls.preprocessor_class.__init__).parameters:
+            options["pad_to_sequence_length"] = False  # batches are padded to their longest rows instead
+        return options
+
+    def _head_variables(self):
+        encoder_ids = {id(v) for v in self.encoder.weights}
+        return [v for v in self.weights if id(v) not in encoder_ids]
+
+    def _assign_task_weights(self, path):
+        tensors = read_safetensors(path)
+        variables = {v.path: v for v in self._head_variables()}
+        if set(tensors) != set(variables):
+            raise ValueError(
+                f"{path} holds head weights {sorted(tensors)}, but this task's head has {sorted(variables)}."
+            )
+        for name, variable in variables.items():
+            if tuple(tensors[name].shape) != tuple(variable.shape):
+                raise ValueError(f"{path}: {name} has shape {tensors[name].shape}, the head needs {variable.shape}.")
+        for name, variable in variables.items():
+            variable.assign(tensors[name])
+
+    def save_to_preset(self, preset_dir):
+        """Writes the whole task as a kerasbert preset directory: the
+        encoder (`preset.json`, `encoder.safetensors`, which
+        `kerasbert.from_preset` loads alone), the tokenizer's files, and
+        `task.json` + `task.safetensors` (the task's arguments and head
+        weights), which `from_preset` of this class reads back. The task
+        file is written last, so it always describes complete files."""
+        from kerasbert.presets import save_to_preset
+
+        family = getattr(self, "family", None)
+        save_to_preset(self.encoder, preset_dir, _spec={"family": family} if family else None)
+        config = {key: value for key, value in self._task_config.items() if key not in ("encoder", "preprocessor")}
+        preprocessor = getattr(self, "preprocessor", None)
+        if preprocessor is not None:
+            preprocessor.tokenizer.save_to_preset(preset_dir)
+            preprocessor = {k: v for k, v in preprocessor.get_config().items()
+                            if k not in ("tokenizer", "name", "trainable", "dtype")}
+        tensors = {v.path: np.asarray(keras.ops.convert_to_numpy(v), np.float32) for v in self._head_variables()}
+        write_safetensors(os.path.join(preset_dir, TASK_WEIGHTS_FILE), tensors, {"format": "kerasbert"})
+        write_json(os.path.join(preset_dir, TASK_FILE),
+                   {"class_name": type(self).__name__, "config": config, "preprocessor": preprocessor})
+        return preset_dir

@@ -1,11 +1,12 @@
 """Sentence and sentence-pair classification (and regression)."""
 
 import keras
+import tensorflow as tf
 
 from kerasbert.layers.pooling import POOLINGS, Pooling, preset_pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
-from kerasbert.tasks.fine_tuning import FineTuningTask, text_signature
-from kerasbert.tasks.task import check_encoder, encoder_inputs
+from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels
+from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
 
 # The head each family's transformers `...ForSequenceClassification` uses
 # on top of the first token: BERT and ALBERT the encoder's tanh pooler;
@@ -37,7 +38,8 @@ class TextClassifier(FineTuningTask):
 
     Args:
         encoder: a `kerasbert.Encoder`.
-        num_classes: number of classes, or 1 for regression.
+        num_classes: number of classes, or 1 for regression (or give
+            `labels`).
         preprocessor: a `TextPreprocessor` (or None: inputs are packed
             features).
         dropout: dropout before the dense layers.
@@ -45,6 +47,9 @@ class TextClassifier(FineTuningTask):
             encoder has a pooler, else the encoder's `hidden_dim`.
         activation: that layer's activation.
         pooling: "cls" (the first token) or "mean" (over real tokens).
+        labels: the class names in id order (e.g. `["negative",
+            "positive"]`), or None. The exported model returns them
+            (`label_name`) and `to_huggingface` writes them as `id2label`.
 
     Examples:
     >>> import numpy as np, kerasbert
@@ -61,11 +66,15 @@ class TextClassifier(FineTuningTask):
     preprocessor_class = TextPreprocessor
     huggingface_architecture = "SequenceClassification"
 
-    def __init__(self, encoder, num_classes, preprocessor=None, dropout=0.1, hidden_dim=None, activation="tanh",
-                 pooling="cls", **kwargs):
+    def __init__(self, encoder, num_classes=None, preprocessor=None, dropout=0.1, hidden_dim=None,
+                 activation="tanh", pooling="cls", labels=None, **kwargs):
         check_encoder(encoder)
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"num_classes must be a positive integer (1 for regression); got {num_classes!r}.")
+        if num_classes is None and labels is None:
+            raise ValueError("Give num_classes (a positive integer, 1 for regression) or labels (class names).")
+        num_classes, labels = check_labels(num_classes, labels, example="['negative', 'positive']")
+        if labels is not None and num_classes == 1:
+            raise ValueError(f"labels={labels} names a single class; classification needs two or more "
+                             "(regression, num_classes=1, has no class names).")
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
             raise ValueError(f"dropout must be a number in [0, 1); got {dropout!r}.")
         if pooling not in POOLINGS:
@@ -104,13 +113,13 @@ class TextClassifier(FineTuningTask):
 
         # Config.
         self.encoder = encoder
-        self.num_classes = num_classes
+        self.num_classes, self.labels = num_classes, labels
         self.head_dense, self.output_dense = head_dense, output_dense
         self._set_preprocessor(preprocessor)
         if pooling == "mean" or head_dense is not None:  # the pooler is not read
             self._freeze_unused_pooler()
         self._finish(encoder, encoder=encoder, num_classes=num_classes, preprocessor=preprocessor, dropout=dropout,
-                     hidden_dim=hidden_dim, activation=activation, pooling=pooling)
+                     hidden_dim=hidden_dim, activation=activation, pooling=pooling, labels=labels)
         self.compile()
 
     @classmethod
@@ -123,7 +132,13 @@ class TextClassifier(FineTuningTask):
 
     @classmethod
     def _huggingface_arguments(cls, head_config):
-        return {"num_classes": int(head_config.get("num_labels") or len(head_config.get("id2label") or {}) or 2)}
+        id2label = head_config.get("id2label") or {}
+        names = [str(id2label[k]) for k in sorted(id2label, key=int)]
+        num_classes = int(head_config.get("num_labels") or len(names) or 2)
+        # transformers' LABEL_0, LABEL_1, ... are no names.
+        if len(names) == num_classes > 1 and names != [f"LABEL_{i}" for i in range(num_classes)]:
+            return {"labels": names}
+        return {"num_classes": num_classes}
 
     def _default_loss(self):
         if self.num_classes == 1:
@@ -138,7 +153,8 @@ class TextClassifier(FineTuningTask):
     def serving_function(self, pairs=False):
         """The exported signature: `text` (and `text_pair` with `pairs=True`),
         1-D string batches -> `logits` (batch, num_classes), and for
-        classification `probabilities` (softmax) and `label` (int32 argmax)."""
+        classification `probabilities` (softmax), `label` (int32 argmax)
+        and, with `labels`, `label_name` (its name)."""
         if not isinstance(pairs, bool):
             raise TypeError(f"pairs must be True or False; got {pairs!r}.")
 
@@ -146,7 +162,10 @@ class TextClassifier(FineTuningTask):
             logits = self(self._serving_features(texts if pairs else texts[0]), training=False)
             if self.num_classes == 1:
                 return {"logits": logits}
-            return {"logits": logits, "probabilities": keras.ops.softmax(logits, axis=-1),
-                    "label": keras.ops.cast(keras.ops.argmax(logits, axis=-1), "int32")}
+            label = keras.ops.cast(keras.ops.argmax(logits, axis=-1), "int32")
+            outputs = {"logits": logits, "probabilities": keras.ops.softmax(logits, axis=-1), "label": label}
+            if self.labels is not None:
+                outputs["label_name"] = tf.gather(tf.constant(self.labels), label)
+            return outputs
 
         return serve, text_signature(*(("text", "text_pair") if pairs else ("text",)))

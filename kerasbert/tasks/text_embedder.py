@@ -4,8 +4,8 @@ import keras
 
 from kerasbert.layers.pooling import Pooling, preset_pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
-from kerasbert.tasks.fine_tuning import FineTuningTask, text_signature
-from kerasbert.tasks.task import check_encoder, encoder_inputs
+from kerasbert.tasks.fine_tuning import FineTuningTask
+from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")

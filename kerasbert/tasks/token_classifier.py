@@ -3,30 +3,75 @@ through a CRF."""
 
 import keras
 import numpy as np
+import tensorflow as tf
 from keras import ops
 
 from kerasbert.layers.crf import CRF, bio_transition_mask
-from kerasbert.metrics import entity_scores, entity_spans
+from kerasbert.metrics import entity_scores, entity_spans, split_tag
 from kerasbert.preprocessing.alignment import TokenClassificationPreprocessor
-from kerasbert.tasks.fine_tuning import FineTuningTask
-from kerasbert.tasks.task import check_encoder, encoder_inputs
+from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels
+from kerasbert.tasks.inputs import select_inputs
+from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
 
 
-def _check_labels(num_classes, labels):
-    if labels is not None:
-        if isinstance(labels, str) or not all(isinstance(label, str) for label in labels):
-            raise TypeError(f"labels must be a list of tag names such as ['O', 'B-PER', 'I-PER']; got {labels!r}.")
-        labels = list(labels)
-        if len(set(labels)) != len(labels) or not labels:
-            raise ValueError(f"labels must be distinct and non-empty; got {labels}.")
-        if num_classes is not None and num_classes != len(labels):
-            raise ValueError(f"num_classes={num_classes} but {len(labels)} labels were given: {labels}.")
-        return len(labels), labels
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(
-            f"Give num_classes (a positive integer) or labels (tag names); got num_classes={num_classes!r}."
-        )
-    return num_classes, None
+def _chunk_tables(labels):
+    """Per label id: its prefix code (0 O, 1 B, 2 I, 3 E, 4 S) and the id of
+    its entity type among the sorted types; None when the labels are not all
+    IOB/IOBES tags."""
+    try:
+        split = [split_tag(label) for label in labels]
+    except ValueError:
+        return None
+    types = sorted({kind for _, kind in split if kind is not None})
+    prefixes = np.array(["OBIES".index(prefix) for prefix, _ in split], np.int32)
+    type_ids = np.array([types.index(kind) if kind is not None else -1 for _, kind in split], np.int32)
+    return prefixes, type_ids, types
+
+
+def _entity_tensors(tag_ids, words, starts, ends, texts, tables):
+    """In the graph: entity spans from per-word tag ids, chunked as
+    `kerasbert.metrics.entity_spans` does (seqeval's default mode).
+
+    Args:
+        tag_ids: flat `(words,)` int32 tag ids, -1 read as "O".
+        words: the ragged `(batch, words)` words (row structure).
+        starts, ends: flat `(words,)` character offsets of the words.
+        texts: `(batch,)` the texts the offsets index.
+        tables: `_chunk_tables(labels)`.
+
+    Returns:
+        Dense `(batch, most entities)` `entity_types`, `entity_texts`
+        (padded "") and `entity_starts`, `entity_ends` (padded -1).
+    """
+    prefixes, type_ids, types = tables
+    known = tag_ids >= 0
+    prefix = tf.where(known, tf.gather(prefixes, tf.maximum(tag_ids, 0)), 0)  # (words,), 0: O
+    kind = tf.where(known, tf.gather(type_ids, tf.maximum(tag_ids, 0)), -1)
+    row = words.value_rowids()
+    first_in_row = tf.range(tf.size(row, out_type=tf.int64)) == tf.gather(words.row_splits, row)
+    previous_prefix = tf.where(first_in_row, 0, tf.roll(prefix, 1, axis=0))
+    previous_kind = tf.where(first_in_row, -1, tf.roll(kind, 1, axis=0))
+    # I-/E- after B-/I- of the same type continues an entity; anything else
+    # but O starts one. A continuing word follows a non-O word, so every
+    # word of an entity is its start or a continuation.
+    continues = ((prefix == 2) | (prefix == 3)) & ((previous_prefix == 1) | (previous_prefix == 2)) \
+        & (kind == previous_kind)
+    begins = (prefix != 0) & ~continues
+    entity = tf.cumsum(tf.cast(begins, tf.int32)) - 1  # (words,): the entity of each member word
+    member = begins | continues
+    count = tf.reduce_sum(tf.cast(begins, tf.int32))
+    index = tf.range(tf.size(prefix))
+    first = tf.boolean_mask(index, begins)  # (entities,)
+    last = tf.math.unsorted_segment_max(tf.boolean_mask(index, member), tf.boolean_mask(entity, member), count)
+    entity_row = tf.gather(row, first)
+    start, end = tf.gather(starts, first), tf.gather(ends, last)
+    text = tf.strings.substr(tf.gather(texts, entity_row), start, end - start, unit="UTF8_CHAR")
+
+    def padded(values, default):  # (entities,) -> (batch, most entities)
+        return tf.RaggedTensor.from_value_rowids(values, entity_row, nrows=words.nrows()).to_tensor(default)
+
+    return {"entity_types": padded(tf.gather(tf.constant(types), tf.gather(kind, first)), ""),
+            "entity_texts": padded(text, ""), "entity_starts": padded(start, -1), "entity_ends": padded(end, -1)}
 
 
 def _is_bio(labels):
@@ -69,7 +114,7 @@ class TokenClassifier(FineTuningTask):
 
     def __init__(self, encoder, num_classes=None, labels=None, crf=False, preprocessor=None, dropout=0.1, **kwargs):
         check_encoder(encoder)
-        num_classes, labels = _check_labels(num_classes, labels)
+        num_classes, labels = check_labels(num_classes, labels, example="['O', 'B-PER', 'I-PER']")
         if not isinstance(crf, bool):
             raise TypeError(f"crf must be True or False; got {crf!r}.")
         policy = encoder.dtype_policy
@@ -163,6 +208,45 @@ class TokenClassifier(FineTuningTask):
             first = np.asarray(example["first_token"])
             tags.append(np.where(first >= 0, row[np.maximum(first, 0)], -1).astype(np.int32))
         return tags
+
+    def serving_function(self):
+        """The exported signature: `text`, a 1-D string batch (words are the
+        runs between whitespace) -> per word, padded to the batch's most
+        words, `words` (""), `word_starts`, `word_ends` (character offsets,
+        -1) and `tag_ids` (int32, -1 also for words cut off by
+        `sequence_length`); with `labels`, `tags` (names, "O" for cut-off
+        words) and, for IOB/IOBES labels, the entities padded to the batch's
+        most: `entity_types`, `entity_texts`, `entity_starts`,
+        `entity_ends`. A CRF decodes with Viterbi in the graph."""
+        self._check_preprocessor()
+        tables = _chunk_tables(self.labels) if self.labels is not None else None
+
+        def serve(text):
+            features, words, first_token, starts, ends, texts = self.preprocessor.text_features(text)
+            logits = self(select_inputs(features, tuple(self.input)), training=False)  # (batch, seq, tags)
+            kept = first_token >= 0  # (words,)
+            at = tf.stack([words.value_rowids(), tf.maximum(first_token, 0)], axis=1)  # (words, 2)
+            if self.crf is None:
+                best = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (batch, seq)
+            else:  # Viterbi over the first sub-words
+                marks = tf.scatter_nd(tf.boolean_mask(at, kept), tf.ones_like(tf.boolean_mask(first_token, kept)),
+                                      tf.shape(logits, out_type=tf.int64)[:2])
+                best = tf.cast(self.crf(logits, marks > 0), tf.int32)
+            tag_ids = tf.where(kept, tf.gather_nd(best, at), -1)  # (words,)
+
+            def padded(values, default):  # (words,) -> (batch, most words)
+                return words.with_flat_values(values).to_tensor(default)
+
+            outputs = {"words": words.to_tensor(""), "word_starts": padded(starts, -1),
+                       "word_ends": padded(ends, -1), "tag_ids": padded(tag_ids, -1)}
+            if self.labels is not None:
+                names = tf.gather(tf.constant(self.labels), tf.maximum(tag_ids, 0))
+                outputs["tags"] = padded(tf.where(kept, names, "O"), "")
+            if tables is not None:
+                outputs.update(_entity_tensors(tag_ids, words, starts, ends, texts, tables))
+            return outputs
+
+        return serve, text_signature("text")
 
     def _names(self, tag_ids):
         if self.labels is None:

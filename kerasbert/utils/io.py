@@ -127,3 +127,28 @@ def atomic_directory(path):
         _fsync_directory(parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def replacing_directory(path, overwrite=False, hint="pass overwrite=True"):
+    """Yields an empty directory beside `path` to write into; when the block
+    completes, it takes `path`'s place. An existing `path` raises
+    FileExistsError (naming `hint`) unless `overwrite`, and even then goes
+    only once the new directory is complete; on failure `path` is left as it
+    was."""
+    path = os.fspath(path)
+    if os.path.lexists(path) and not overwrite:
+        raise FileExistsError(f"{path} already exists; {hint} to replace it.")
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".kerasbert-staging-", dir=parent)
+    try:
+        written = os.path.join(staging, "new")
+        os.mkdir(written)
+        yield written
+        if os.path.lexists(path):
+            os.replace(path, os.path.join(staging, "replaced"))
+        os.replace(written, path)
+        _fsync_directory(parent)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
