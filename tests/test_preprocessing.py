@@ -227,3 +227,18 @@ def test_preprocessors_in_tf_data_and_config(snippets):
     assert set(x) == {"token_ids", "segment_ids", "padding_mask", "mask_positions"}
     clone = kerasbert.preprocessing.MaskedLMPreprocessor.from_config(masked.get_config())
     assert clone.masker.max_predictions == 6
+
+
+def test_row_ids_are_value_rowids_in_linear_memory():
+    from kerasbert.utils.ragged import row_ids
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        lengths = rng.integers(0, 4, rng.integers(0, 8)) * rng.integers(0, 2, 1)  # empty rows and batches too
+        ragged = tf.RaggedTensor.from_row_lengths(tf.range(int(lengths.sum())), lengths)
+        assert row_ids(ragged).numpy().tolist() == ragged.value_rowids().numpy().tolist()
+    # One long row among many short ones: value_rowids() would pad every
+    # row to the longest (20,000 x 1,000,000 here).
+    long = tf.RaggedTensor.from_row_lengths(tf.zeros([1_020_000], tf.int8), [1] * 20_000 + [1_000_000])
+    ids = row_ids(long)
+    assert ids.shape == (1_020_000,) and int(ids[-1]) == 20_000 and int(ids[19_999]) == 19_999

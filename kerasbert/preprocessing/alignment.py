@@ -13,6 +13,7 @@ from kerasbert.preprocessing.packer import Packer
 from kerasbert.preprocessing.preprocessors import TokenizingPreprocessor
 from kerasbert.tokenizers.base import _WHITESPACE, Tokenizer
 from kerasbert.tokenizers.byte_pair import BytePairTokenizer
+from kerasbert.utils.ragged import row_ids
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
@@ -121,7 +122,7 @@ class TokenClassificationPreprocessor(TokenizingPreprocessor):
             weight = _word_weights(sample_weight, words)
         # Targets: first sub-words of words that kept a token and have a tag.
         labelled = (first_token >= 0) & (tags >= 0)
-        index = tf.boolean_mask(tf.stack([words.value_rowids(), first_token], axis=1), labelled)  # (targets, 2)
+        index = tf.boolean_mask(tf.stack([row_ids(words), first_token], axis=1), labelled)  # (targets, 2)
         shape = tf.shape(features["token_ids"], out_type=tf.int64)
         labels = tf.scatter_nd(index, tf.boolean_mask(tags, labelled), shape)
         weights = tf.scatter_nd(index, tf.boolean_mask(weight, labelled), shape)
@@ -133,7 +134,7 @@ class TokenClassificationPreprocessor(TokenizingPreprocessor):
         `(words,)`)."""
         splits = words.values.row_splits  # token splits per word
         features = self.packer(words.merge_dims(1, 2))
-        word_row = words.value_rowids()
+        word_row = row_ids(words)
         # A word's first token among its row's tokens, + 1 for [CLS] / <s>.
         row_first_token = tf.gather(splits, words.row_splits[:-1])  # (batch,)
         position = splits[:-1] - tf.gather(row_first_token, word_row) + 1  # (words,)
@@ -155,7 +156,7 @@ class TokenClassificationPreprocessor(TokenizingPreprocessor):
         searchable = tf.strings.regex_replace(texts, r"\x00", "\x01")
         _, starts, ends = tf_text.regex_split_with_offsets(searchable, _WHITESPACE + "+", "")
         flat = tf.strings.substr(
-            tf.gather(texts, starts.value_rowids()), starts.flat_values, ends.flat_values - starts.flat_values
+            tf.gather(texts, row_ids(starts)), starts.flat_values, ends.flat_values - starts.flat_values
         )
         return starts.with_flat_values(flat), texts, starts, ends
 
@@ -259,7 +260,7 @@ def character_spans(texts, starts, ends):
     """Byte offsets of the words in `texts` (ragged `(batch, words)`, as
     `_words` gives them) -> their flat `(words,)` character starts and ends
     (int32): the characters before each offset. Graph-safe."""
-    row_texts = tf.gather(texts, starts.value_rowids())
+    row_texts = tf.gather(texts, row_ids(starts))
 
     def characters_before(offsets):
         prefix = tf.strings.substr(row_texts, tf.zeros_like(offsets.flat_values), offsets.flat_values)
@@ -427,4 +428,4 @@ def _word_weights(sample_weight, words):
             f"sample_weight has {int(tf.size(weights))} values but x has {int(words.nrows())} examples; "
             "give one weight per example (batch,) or one per word (batch, words)."
         )
-    return tf.gather(weights, words.value_rowids())
+    return tf.gather(weights, row_ids(words))

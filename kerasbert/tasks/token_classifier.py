@@ -12,6 +12,7 @@ from kerasbert.preprocessing.alignment import TokenClassificationPreprocessor
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels
 from kerasbert.tasks.inputs import select_inputs
 from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
+from kerasbert.utils.ragged import row_ids
 
 
 def _chunk_tables(labels):
@@ -47,7 +48,7 @@ def _entity_tensors(tag_ids, words, starts, ends, texts, tables):
     known = tag_ids >= 0
     prefix = tf.where(known, tf.gather(prefixes, tf.maximum(tag_ids, 0)), 0)  # (words,), 0: O
     kind = tf.where(known, tf.gather(type_ids, tf.maximum(tag_ids, 0)), -1)
-    row = words.value_rowids()
+    row = row_ids(words)
     first_in_row = tf.range(tf.size(row, out_type=tf.int64)) == tf.gather(words.row_splits, row)
     previous_prefix = tf.where(first_in_row, 0, tf.roll(prefix, 1, axis=0))
     previous_kind = tf.where(first_in_row, -1, tf.roll(kind, 1, axis=0))
@@ -225,7 +226,7 @@ class TokenClassifier(FineTuningTask):
             features, words, first_token, starts, ends, texts = self.preprocessor.text_features(text)
             logits = self(select_inputs(features, tuple(self.input)), training=False)  # (batch, seq, tags)
             kept = first_token >= 0  # (words,)
-            at = tf.stack([words.value_rowids(), tf.maximum(first_token, 0)], axis=1)  # (words, 2)
+            at = tf.stack([row_ids(words), tf.maximum(first_token, 0)], axis=1)  # (words, 2)
             if self.crf is None:
                 best = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (batch, seq)
             else:  # Viterbi over the first sub-words

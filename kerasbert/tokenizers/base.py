@@ -9,6 +9,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
+from kerasbert.utils.ragged import row_ids
 
 
 def to_string_tensor(inputs, name="inputs"):
@@ -208,7 +209,7 @@ class Tokenizer(PreprocessingLayer):
         _, begins, ends = tf_text.regex_split_with_offsets(
             searchable, self._special_pattern, self._special_pattern
         )
-        segment_row = begins.value_rowids()
+        segment_row = row_ids(begins)
         segment_text = tf.gather(texts, segment_row)
         flat = tf.strings.substr(segment_text, begins.flat_values, ends.flat_values - begins.flat_values)
         # A stripped special token: the token without its whitespace.

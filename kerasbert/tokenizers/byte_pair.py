@@ -13,6 +13,7 @@ import tensorflow_text as tf_text
 
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
 from kerasbert.tokenizers.unicode import _range_classes
+from kerasbert.utils.ragged import row_ids
 
 _TABLES = os.path.join(os.path.dirname(__file__), "data", "byte_level_unicode.npz")
 OTHER, LETTER, NUMBER, WHITESPACE = 0, 1, 2, 3
@@ -259,7 +260,7 @@ class BytePairTokenizer(Tokenizer):
         start, end = tf.cast(starts.flat_values, tf.int64), tf.cast(ends.flat_values, tf.int64)
         special = tf.reduce_any(flat_ids[:, None] == tf.constant(sorted(self.special_token_ids.values()))[None, :], 1)
         lead += tf.where(special, end - start - tf.gather(self._token_chars, flat_ids), 0)
-        index = tf.range(tf.size(flat_ids, tf.int64)) - tf.gather(ids.row_starts(), _row_ids(ids))
+        index = tf.range(tf.size(flat_ids, tf.int64)) - tf.gather(ids.row_starts(), row_ids(ids))
         first = (index == 0) | (start == 0)
         # A space that add_prefix_space added stays in the first token's span.
         lead = tf.where(first & self.add_prefix_space & (lead == 1), tf.zeros_like(lead), lead)
@@ -279,7 +280,7 @@ class BytePairTokenizer(Tokenizer):
         else:
             needs_space = tf.zeros_like(chars.row_lengths())
         cps = chars.flat_values
-        char_row = _row_ids(chars)
+        char_row = row_ids(chars)
         position = tf.range(tf.size(cps, tf.int64)) - tf.gather(chars.row_starts(), char_row)
         # The input character each character comes from (an added space: the
         # first character, as in the reference).
@@ -310,7 +311,7 @@ class BytePairTokenizer(Tokenizer):
         char_bytes = utf8_length(cps, tf.int64)
         byte_start = tf.cumsum(char_bytes, exclusive=True)  # (chars,) into all the batch's bytes
         byte_start = tf.concat([byte_start, [tf.reduce_sum(char_bytes)]], 0)
-        piece_row = _row_ids(piece_begin)
+        piece_row = row_ids(piece_begin)
         row_char_start = tf.gather(chars.row_starts(), piece_row)
         piece_byte_start = tf.gather(byte_start, row_char_start + piece_begin.flat_values)
         # The pieces tile the characters, in order.
@@ -326,7 +327,7 @@ class BytePairTokenizer(Tokenizer):
 
         # 3. Pieces get their word's tokens; offsets from bytes to characters.
         ids = tf.gather(tokens, piece_word)  # (pieces, None)
-        token_piece = _row_ids(ids)
+        token_piece = row_ids(ids)
         first_byte = tf.gather(token_start, piece_word).flat_values + tf.gather(piece_byte_start, token_piece)
         last_byte = tf.gather(token_end, piece_word).flat_values - 1 + tf.gather(piece_byte_start, token_piece)
         first_char = tf.searchsorted(byte_start, first_byte, side="right") - 1
@@ -358,7 +359,7 @@ class BytePairTokenizer(Tokenizer):
         """
         num_words = tf.size(word_lengths, tf.int64)
         by_word = tf.RaggedTensor.from_row_lengths(word_bytes, word_lengths, validate=False)
-        word = _row_ids(by_word)
+        word = row_ids(by_word)
         start = tf.range(tf.size(word_bytes, tf.int64)) - tf.gather(by_word.row_starts(), word)
         symbol = tf.gather(self._byte_ids, word_bytes)
         # Bytes missing from the vocabulary are dropped, as the reference
@@ -491,10 +492,3 @@ def _next(x, fill):
 def _previous(x, fill):
     return tf.concat([[fill], x], 0)[:-1]
 
-
-def _row_ids(ragged):
-    """The row of each value of a ragged tensor (`value_rowids()`, whose
-    implementation pads every row to the longest: quadratic memory when one
-    text is long)."""
-    splits = ragged.row_splits
-    return tf.searchsorted(splits[1:], tf.range(splits[-1], dtype=splits.dtype), side="right", out_type=splits.dtype)

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
+from kerasbert.utils.ragged import row_ids
 
 _METASPACE = 0x2581  # "▁", SentencePiece's word-boundary mark
 _UNK_PENALTY = 10.0  # the unknown piece scores this much below the worst piece
@@ -38,7 +39,7 @@ def _expand(code_points, keys, lengths, starts, values, dropped):
     mapped = tf.equal(tf.gather(keys, slot), code_points)
     length = tf.where(dropped, 0, tf.where(mapped, tf.gather(lengths, slot), 1))
     piece = tf.ragged.range(length)  # (code points, out)
-    owner = piece.value_rowids()
+    owner = row_ids(piece)
     j = tf.cast(piece.flat_values, tf.int32)
     source = tf.clip_by_value(tf.gather(tf.gather(starts, slot), owner) + j, 0, tf.size(values) - 1)
     out = tf.where(tf.gather(mapped, owner), tf.gather(values, source), tf.gather(code_points, owner))
@@ -194,7 +195,7 @@ class SentencePieceTokenizer(Tokenizer):
         r = self._rules
         chars = tf.strings.unicode_decode(texts, "UTF-8")  # (batch, chars)
         cps = tf.cast(chars.flat_values, tf.int32)
-        row = chars.value_rowids()
+        row = row_ids(chars)
         index = tf.range(tf.size(cps, tf.int64)) - tf.gather(chars.row_starts(), row)
         dropped = tf.zeros_like(cps, tf.bool)
         if self.replace_quotes:
@@ -258,7 +259,7 @@ class SentencePieceTokenizer(Tokenizer):
         length = tf.where(use_sequence, tf.gather(r["sequence_lengths"], tf.maximum(sequence, 0)), length)
         length = tf.where(inside_replaced, 0, length)
         piece = tf.ragged.range(length)
-        owner = piece.value_rowids()
+        owner = row_ids(piece)
         j = tf.cast(piece.flat_values, tf.int32)
         from_sequence = tf.gather(use_sequence, owner)
         source = tf.where(
@@ -309,7 +310,7 @@ class SentencePieceTokenizer(Tokenizer):
         starts = word_start | (is_mark if self.split_on_metaspace else tf.zeros_like(is_mark))
         prefixed = word_start & ~is_mark if self.add_prefix_space else tf.zeros_like(word_start)
         expand = tf.ragged.range(1 + tf.cast(prefixed, tf.int32))  # a "▁" before prefixed chars
-        owner = expand.value_rowids()
+        owner = row_ids(expand)
         is_added = tf.gather(prefixed, owner) & tf.equal(expand.flat_values, 0)
         value = tf.where(is_added, _METASPACE, tf.gather(value, owner))
         starts = tf.gather(starts, owner) & (is_added | ~tf.gather(prefixed, owner))
@@ -437,7 +438,7 @@ class SentencePieceTokenizer(Tokenizer):
         count = tf.size(distinct, tf.int64)
         exemplar = tf.math.unsorted_segment_min(tf.range(num_pieces), which, count)  # first occurrence
         unique_chars = tf.gather(chars, exemplar)  # (distinct, None)
-        unique_piece = unique_chars.value_rowids()
+        unique_piece = row_ids(unique_chars)
         first, last, ids = self._viterbi(unique_chars.flat_values, unique_piece)
         owner = tf.gather(unique_piece, first)  # (tokens,) the distinct pre-token of each token
         offset = tf.gather(unique_chars.row_starts(), owner)
@@ -448,7 +449,7 @@ class SentencePieceTokenizer(Tokenizer):
             )
 
         first, last, ids = per_piece(first - offset), per_piece(last - offset), per_piece(ids)
-        start = tf.gather(chars.row_starts(), first.value_rowids())  # the pre-token's first character
+        start = tf.gather(chars.row_starts(), row_ids(first))  # the pre-token's first character
         return first.flat_values + start, last.flat_values + start, ids.flat_values
 
     # -- The whole pipeline -----------------------------------------------------

@@ -9,6 +9,7 @@ import tensorflow_text as tf_text
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
+from kerasbert.utils.ragged import row_ids
 
 _WORD_KEY = 2**32  # word index * _WORD_KEY + byte offset: one sortable key
 
@@ -112,7 +113,7 @@ class WordPieceTokenizer(Tokenizer):
         r = self._rules
         chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace")  # (batch, chars)
         cps = chars.flat_values
-        char_row = chars.value_rowids()
+        char_row = row_ids(chars)
         char_index = tf.range(tf.size(cps, tf.int64)) - tf.gather(chars.row_starts(), char_row)
 
         # 1. Normalise each character into 0..n characters.
@@ -127,7 +128,7 @@ class WordPieceTokenizer(Tokenizer):
                      tf.where(cls == unicode.CHINESE, mapped_length + 2, mapped_length)),
         )
         piece = tf.ragged.range(length)  # (chars, out)
-        owner = piece.value_rowids()
+        owner = row_ids(piece)
         j = piece.flat_values
         o_cls, o_cp = tf.gather(cls, owner), tf.gather(cps, owner)
         o_mapped, o_start = tf.gather(mapped, owner), tf.gather(tf.gather(r["map_starts"], slot), owner)
@@ -172,7 +173,7 @@ class WordPieceTokenizer(Tokenizer):
             tf.cumsum(char_bytes, exclusive=True), tf.gather(word_chars.row_starts(), word_id)
         )
         char_keys = word_id * _WORD_KEY + byte_in_word  # sorted
-        piece_word = ids.value_rowids()
+        piece_word = row_ids(ids)
         first = tf.searchsorted(char_keys, piece_word * _WORD_KEY + tf.cast(byte_starts.flat_values, tf.int64), out_type=tf.int64)
         after = tf.searchsorted(char_keys, piece_word * _WORD_KEY + tf.cast(byte_ends.flat_values, tf.int64), out_type=tf.int64)
         first = tf.minimum(first, tf.size(origin, tf.int64) - 1)
@@ -197,7 +198,7 @@ class WordPieceTokenizer(Tokenizer):
         ragged tensor) gives a 1-D tf.string tensor; one sequence, a str."""
         batch, single = self._ids_as_batch(ids)
         tokens = self.id_to_token_tensor(batch.flat_values)
-        position = tf.range(tf.size(tokens, tf.int64)) - tf.gather(batch.row_starts(), batch.value_rowids())
+        position = tf.range(tf.size(tokens, tf.int64)) - tf.gather(batch.row_starts(), row_ids(batch))
         prefix = re.escape(self.suffix_indicator)
         continues = tf.strings.regex_full_match(tokens, prefix + ".*") & (position > 0)
         attaches = tf.strings.regex_full_match(tokens, r"[.?!,]")
