@@ -13,7 +13,7 @@ import tensorflow_text as tf_text
 
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
 from kerasbert.tokenizers.unicode import _range_classes
-from kerasbert.utils.ragged import row_ids
+from kerasbert.utils.ragged import row_ids, row_positions
 
 _TABLES = os.path.join(os.path.dirname(__file__), "data", "byte_level_unicode.npz")
 OTHER, LETTER, NUMBER, WHITESPACE = 0, 1, 2, 3
@@ -260,7 +260,7 @@ class BytePairTokenizer(Tokenizer):
         start, end = tf.cast(starts.flat_values, tf.int64), tf.cast(ends.flat_values, tf.int64)
         special = tf.reduce_any(flat_ids[:, None] == tf.constant(sorted(self.special_token_ids.values()))[None, :], 1)
         lead += tf.where(special, end - start - tf.gather(self._token_chars, flat_ids), 0)
-        index = tf.range(tf.size(flat_ids, tf.int64)) - tf.gather(ids.row_starts(), row_ids(ids))
+        index = row_positions(ids)
         first = (index == 0) | (start == 0)
         # A space that add_prefix_space added stays in the first token's span.
         lead = tf.where(first & self.add_prefix_space & (lead == 1), tf.zeros_like(lead), lead)

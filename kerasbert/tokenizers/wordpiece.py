@@ -9,7 +9,7 @@ import tensorflow_text as tf_text
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
-from kerasbert.utils.ragged import row_ids
+from kerasbert.utils.ragged import row_ids, row_positions
 
 _WORD_KEY = 2**32  # word index * _WORD_KEY + byte offset: one sortable key
 
@@ -198,7 +198,7 @@ class WordPieceTokenizer(Tokenizer):
         ragged tensor) gives a 1-D tf.string tensor; one sequence, a str."""
         batch, single = self._ids_as_batch(ids)
         tokens = self.id_to_token_tensor(batch.flat_values)
-        position = tf.range(tf.size(tokens, tf.int64)) - tf.gather(batch.row_starts(), row_ids(batch))
+        position = row_positions(batch)
         prefix = re.escape(self.suffix_indicator)
         continues = tf.strings.regex_full_match(tokens, prefix + ".*") & (position > 0)
         attaches = tf.strings.regex_full_match(tokens, r"[.?!,]")

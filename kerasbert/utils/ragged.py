@@ -15,3 +15,13 @@ def row_ids(ragged):
     """
     splits = ragged.row_splits  # (rows + 1,)
     return tf.searchsorted(splits[1:], tf.range(splits[-1], dtype=splits.dtype), side="right", out_type=splits.dtype)
+
+
+def row_positions(ragged):
+    """The place of each value in its row, in linear memory.
+
+    >>> row_positions(tf.ragged.constant([[1, 2], [], [3]])).numpy().tolist()
+    [0, 1, 0]
+    """
+    splits = ragged.row_splits
+    return tf.range(splits[-1], dtype=splits.dtype) - tf.gather(splits, row_ids(ragged))
