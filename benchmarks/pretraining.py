@@ -61,8 +61,10 @@ last mark are not timed, nor is `fit`'s set-up or end; each repeat is
 `--steps` whole steps from one mark to the next, and the median over
 repeats is reported. The torch loop is timed the same way over the same
 batches, with no `.item()` inside. The table gives sequences/s, ms/step,
-tokens/s (non-padding tokens: all of them here) and the ratio to KerasHub on
-the same backend (the `transformers` row to KerasHub on torch). `--json`
+tokens/s (non-padding tokens: all of them here), the ratio to KerasHub on
+the same backend (the `transformers` row to KerasHub on torch) and the
+worker process's peak resident memory (`ru_maxrss`: model, optimizer,
+data, and the framework's own arenas and compiler). `--json`
 also keeps every repeat's wall and process CPU seconds (a CPU/wall ratio
 well under the core count means other work took the cores).
 
@@ -284,15 +286,53 @@ def transformers_worker(args):
             "loss": loss, "params": sum(p.numel() for p in model.parameters())}
 
 
+def peak_rss_mb():
+    """This process's peak resident memory so far, in MiB (Linux reports KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def worker(args):
     if args.system == "transformers":
         result = transformers_worker(args)
     else:
         result = keras_worker(args, args.system)
-    print(MARK + json.dumps(result), flush=True)
+    print(MARK + json.dumps({**result, "peak_rss_mb": peak_rss_mb()}), flush=True)
 
 
 # === Driver ===
+
+
+def summarize(args, runs, jobs):
+    """One row per (system, backend): the median over rounds of seq/s (and
+    the step time and tokens/s of that median), the largest peak memory,
+    and `vs_keras_hub`, the median over rounds of the ratio to KerasHub's
+    run on the same backend *in the same round* (the `transformers` row to
+    KerasHub on torch): paired ratios cancel the drift of a shared machine
+    from one round to the next."""
+    rows = []
+    for system, backend in jobs:
+        mine = [r for r in runs if r["system"] == system and r["backend"] == backend]
+        done = sorted((r for r in mine if "seq_per_s" in r), key=lambda r: r["seq_per_s"])
+        if not done:
+            rows.append({"system": system, "backend": backend, "error": mine[-1]["error"]})
+            continue
+        row = {**done[(len(done) - 1) // 2], "rounds": [r["seq_per_s"] for r in done]}
+        row["seq_per_s"] = statistics.median(row["rounds"])
+        row["ms_per_step"] = args.batch / row["seq_per_s"] * 1e3
+        row["tokens_per_s"] = row["seq_per_s"] * args.seq  # every token is real
+        row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in done)
+        ratios = []
+        for r in done:
+            peer = [p for p in runs if p["system"] == "keras_hub" and p["round"] == r["round"]
+                    and p["backend"] == backend and "seq_per_s" in p]
+            if peer:
+                ratios.append(r["seq_per_s"] / peer[0]["seq_per_s"])
+        row["vs_keras_hub_rounds"] = ratios
+        row["vs_keras_hub"] = statistics.median(ratios) if ratios else None
+        rows.append(row)
+    return rows
 
 
 CONFIG_FLAGS = ("layers", "hidden", "heads", "intermediate", "vocabulary", "seq", "batch", "masked",
@@ -336,6 +376,8 @@ def main():
     parser.add_argument("--steps", type=int, default=10, help="timed steps per repeat")
     parser.add_argument("--repeats", type=int, default=1,
                         help="timed runs of --steps steps (in the same fit); the median is reported")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every (system, backend) job this many times, alternating; medians are reported")
     parser.add_argument("--precision", default="float32", choices=("float32", "mixed_bfloat16"))
     parser.add_argument("--jit", default="auto", choices=("auto", "on", "off"),
                         help="Keras jit_compile: auto = XLA on tensorflow/jax, eager on torch")
@@ -345,8 +387,8 @@ def main():
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    if min(args.warmup, args.steps, args.repeats) < 1:
-        parser.error("--warmup, --steps and --repeats must be >= 1")
+    if min(args.warmup, args.steps, args.repeats, args.rounds) < 1:
+        parser.error("--warmup, --steps, --repeats and --rounds must be >= 1")
 
     if args.seq < 4:
         parser.error("--seq must be >= 4 ([CLS] A [SEP] B [SEP])")
@@ -371,36 +413,36 @@ def main():
           f"{args.vocabulary}, seq {args.seq}, batch {args.batch}, {args.masked} masked, "
           f"{args.precision}; {args.warmup} warm-up + {args.steps} timed steps x {args.repeats}",
           file=sys.stderr, flush=True)
-    results = []
-    for system, backend in jobs:
-        print(f"  {system} on {backend} ...", file=sys.stderr, flush=True)
-        result = {"system": system, "backend": backend, **launch(args, system, backend)}
-        if "seconds" in result:
-            step = result["seconds"] / args.steps
-            result.update(seq_per_s=args.batch / step, ms_per_step=step * 1e3,
-                          tokens_per_s=args.batch * args.seq / step)  # every token is real
-            busy = sum(result["cpu_seconds"]) / sum(result["all_seconds"])
-            print(f"    {result['seq_per_s']:.2f} seq/s ({result['jit']}; timed steps used "
-                  f"{busy:.2f} cores; warm-up {result['warmup_s']:.1f} s, process {result['wall_s']:.1f} s)",
-                  file=sys.stderr, flush=True)
-        results.append(result)
+    runs = []  # one entry per (round, system, backend)
+    for round_ in range(args.rounds):
+        for system, backend in jobs:
+            print(f"  round {round_ + 1}/{args.rounds}: {system} on {backend} ...", file=sys.stderr, flush=True)
+            result = {"system": system, "backend": backend, "round": round_, **launch(args, system, backend)}
+            if "seconds" in result:
+                step = result["seconds"] / args.steps
+                result.update(seq_per_s=args.batch / step, ms_per_step=step * 1e3,
+                              tokens_per_s=args.batch * args.seq / step)  # every token is real
+                busy = sum(result["cpu_seconds"]) / sum(result["all_seconds"])
+                print(f"    {result['seq_per_s']:.2f} seq/s ({result['jit']}; timed steps used "
+                      f"{busy:.2f} cores; warm-up {result['warmup_s']:.1f} s, process {result['wall_s']:.1f} s)",
+                      file=sys.stderr, flush=True)
+            runs.append(result)
+    results = summarize(args, runs, jobs)
 
-    reference = {r["backend"]: r["seq_per_s"] for r in results
-                 if r["system"] == "keras_hub" and "seq_per_s" in r}
     print()
-    print("| system | backend | jit | seq/s | ms/step | tokens/s | vs KerasHub |")
-    print("|---|---|---|---:|---:|---:|---:|")
+    print("| system | backend | jit | seq/s | ms/step | tokens/s | vs KerasHub | peak RSS (MiB) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
     for r in results:
         if "seq_per_s" not in r:
-            print(f"| {r['system']} | {r['backend']} | | failed ({r['error']}) | | | |")
+            print(f"| {r['system']} | {r['backend']} | | failed ({r['error']}) | | | | |")
             continue
-        ratio = f"{r['seq_per_s'] / reference[r['backend']]:.2f}" if r["backend"] in reference else "n/a"
+        ratio = f"{r['vs_keras_hub']:.2f}" if r.get("vs_keras_hub") else "n/a"
         print(f"| {r['system']} | {r['backend']} | {r['jit']} | {r['seq_per_s']:.2f} | "
-              f"{r['ms_per_step']:.0f} | {r['tokens_per_s']:.0f} | {ratio} |")
+              f"{r['ms_per_step']:.0f} | {r['tokens_per_s']:.0f} | {ratio} | {r['peak_rss_mb']:.0f} |")
     if args.json:
         with open(args.json, "w") as f:
             config = {k: getattr(args, k) for k in CONFIG_FLAGS}
-            json.dump({"config": config, "results": results}, f, indent=2)
+            json.dump({"config": config, "results": results, "runs": runs}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -31,10 +31,10 @@ import time
 import tensorflow as tf
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from helpers import DATA, gpt2_directory, kjv_lines, minilm_directory, rotten_tomatoes  # noqa: E402
+from helpers import DATA, gpt2_directory, kjv_lines, minilm_directory, rotten_tomatoes
 
-import kerasbert  # noqa: E402
-from kerasbert.preprocessing import (  # noqa: E402
+import kerasbert
+from kerasbert.preprocessing import (
     Packer,
     bucket_by_length,
     pack_documents,

@@ -172,6 +172,20 @@ def test_dropout_is_active_only_in_training():
     assert_outputs_close(run(encoder, inputs), run(encoder, inputs), atol=0)
 
 
+def test_attention_dropout_path_is_the_fused_attention():
+    # Training with attention dropout takes an explicit softmax path (heads-
+    # major layout); with the draw switched off it must equal the fused
+    # dot_product_attention used at inference, padding and documents included.
+    layer = kerasbert.layers.SelfAttention(num_heads=2, hidden_dim=8, dropout=0.1)
+    x = np.random.default_rng(0).standard_normal((2, 5, 8)).astype("float32")
+    padding_mask = np.array([[1, 1, 2, 2, 0], [1, 1, 1, 0, 0]])
+    mask = kerasbert.encoder.document_attention_mask(padding_mask)
+    layer.probs_dropout.rate = 0.0
+    trained = keras.ops.convert_to_numpy(layer(x, attention_mask=mask, training=True))
+    inferred = keras.ops.convert_to_numpy(layer(x, attention_mask=mask, training=False))
+    np.testing.assert_allclose(trained, inferred, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "overrides, error, words",
     [

@@ -1,0 +1,191 @@
+"""Tables and a plot from the benchmarks' JSON files.
+
+    .venv/bin/python benchmarks/report.py [--results benchmarks/results]
+        [--plot docs/performance.png]
+
+Reads whichever of these files `--results` holds (each written by the
+script named, with `--json`):
+
+* `pretraining_float32.json`, `pretraining_bfloat16.json`:
+  `benchmarks/pretraining.py [--precision mixed_bfloat16]`;
+* `finetuning.json`: `benchmarks/finetuning.py`;
+* `inference.json`: `benchmarks/inference.py`;
+
+prints one markdown table per file (the figures docs/performance.md shows)
+and draws them side by side, one panel per workload and bars per backend
+and system, into the PNG `--plot` (needs matplotlib: `pip install -e
+".[bench]"`). A file that is missing leaves its panel saying so.
+"""
+
+import argparse
+import json
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SYSTEMS = ("kerasbert", "keras_hub", "transformers")
+LABELS = {"kerasbert": "kerasbert", "keras_hub": "KerasHub", "transformers": "transformers (torch)"}
+COLORS = {"kerasbert": "#1f77b4", "keras_hub": "#ff7f0e", "transformers": "#2ca02c"}
+BACKENDS = ("tensorflow", "jax", "torch")
+
+# (file, panel title, [(field, bar label suffix)], unit)
+PANELS = (
+    ("pretraining_float32.json", "MLM training, float32", [("seq_per_s", "")], "sequences/s"),
+    ("pretraining_bfloat16.json", "MLM training, mixed bfloat16", [("seq_per_s", "")], "sequences/s"),
+    ("finetuning.json", "Fine-tuning (Rotten Tomatoes), one epoch",
+     [("train_examples_per_s", "")], "examples/s"),
+    ("inference.json", "Inference, batch 32",
+     [("predict_examples_per_s", "predict"), ("savedmodel_examples_per_s", "SavedModel")], "examples/s"),
+)
+
+
+def load(directory, name):
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def rows(data):
+    return [r for r in data["results"] if "error" not in r]
+
+
+def ratio(value, reference):
+    return f"{value / reference:.2f}×" if value and reference else "—"
+
+
+def pretraining_table(data):
+    lines = ["| system | backend | train step | seq/s | tokens/s | vs KerasHub (same backend) | peak RSS (MiB) |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    transformers = next((r for r in rows(data) if r["system"] == "transformers"), None)
+    for r in rows(data):
+        vs = f"{r['vs_keras_hub']:.2f}×" if r.get("vs_keras_hub") else "—"
+        lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['backend']} | {r['jit']} | "
+                     f"{r['seq_per_s']:.2f} | {r['tokens_per_s']:.0f} | {vs} | {r['peak_rss_mb']:.0f} |")
+    if transformers:
+        lines.append("")
+        lines.append("Against transformers (seq/s ratio): " + ", ".join(
+            f"kerasbert on {r['backend']} {ratio(r['seq_per_s'], transformers['seq_per_s'])}"
+            for r in rows(data) if r["system"] == "kerasbert"))
+    return "\n".join(lines)
+
+
+def finetuning_table(data):
+    lines = [("| system | backend | accuracy | train ex/s | predict ex/s | vs KerasHub (train, predict) | "
+             "vs transformers (train, predict) | peak RSS (MiB) |"),
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    results = rows(data)
+    reference = next((r for r in results if r["system"] == "transformers"), None)
+    for r in results:
+        hub = next((h for h in results if h["system"] == "keras_hub" and h["backend"] == r["backend"]), None)
+        vs_hub = "—" if not hub or r["system"] == "keras_hub" else (
+            f"{ratio(r['train_examples_per_s'], hub['train_examples_per_s'])}, "
+            f"{ratio(r['predict_examples_per_s'], hub['predict_examples_per_s'])}")
+        vs_hf = "—" if not reference or r is reference else (
+            f"{ratio(r['train_examples_per_s'], reference['train_examples_per_s'])}, "
+            f"{ratio(r['predict_examples_per_s'], reference['predict_examples_per_s'])}")
+        peak = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "—"
+        lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['backend']} | {r['accuracy']:.4f} | "
+                     f"{r['train_examples_per_s']:.1f} | {r['predict_examples_per_s']:.1f} | {vs_hub} | {vs_hf} | "
+                     f"{peak} |")
+    return "\n".join(lines)
+
+
+def inference_table(data):
+    def number(r, key, digits=1):
+        value = r.get(key)
+        return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "—"
+
+    lines = [("| system | backend | predict ex/s | batch-1 `predict` ms | batch-1 `predict_on_batch` ms | "
+             "SavedModel ex/s | SavedModel batch-1 ms | peak RSS (MiB) |"),
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows(data):
+        lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['backend']} | "
+                     f"{number(r, 'predict_examples_per_s')} | {number(r, 'latency_ms_median')} | "
+                     f"{number(r, 'on_batch_latency_ms_median')} | "
+                     f"{number(r, 'savedmodel_examples_per_s')} | {number(r, 'savedmodel_latency_ms_median')} | "
+                     f"{number(r, 'peak_rss_mb', 0)} |")
+    return "\n".join(lines)
+
+
+TABLES = {
+    "pretraining_float32.json": pretraining_table,
+    "pretraining_bfloat16.json": pretraining_table,
+    "finetuning.json": finetuning_table,
+    "inference.json": inference_table,
+}
+
+
+def bars(axis, data, fields, unit, title):
+    """Grouped bars: one group per backend, one bar per (system, field)."""
+    axis.set_title(title, fontsize=10)
+    if data is None:
+        axis.text(0.5, 0.5, "not measured", ha="center", va="center", transform=axis.transAxes)
+        axis.set_xticks([])
+        axis.set_yticks([])
+        return
+    results = rows(data)
+    series = [(s, f, suffix) for s in SYSTEMS for f, suffix in fields
+              if any(r["system"] == s and r.get(f) for r in results)]
+    width = 0.8 / max(len(series), 1)
+    for i, (system, field, suffix) in enumerate(series):
+        xs, heights = [], []
+        for b, backend in enumerate(BACKENDS):
+            r = next((r for r in results if r["system"] == system and r["backend"] == backend), None)
+            if r and r.get(field):
+                xs.append(b - 0.4 + width * (i + 0.5))
+                heights.append(r[field])
+        label = LABELS[system] + (f", {suffix}" if suffix else "")
+        hatch = "//" if suffix == "SavedModel" else None
+        drawn = axis.bar(xs, heights, width, label=label, color=COLORS[system], hatch=hatch, edgecolor="white")
+        axis.bar_label(drawn, fmt="%.1f", fontsize=7)
+    axis.set_xticks(range(len(BACKENDS)), [f"{b} backend" for b in BACKENDS], fontsize=8)
+    axis.set_ylabel(unit)
+    axis.legend(fontsize=7)
+
+
+def plot(loaded, path, machine):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(2, 2, figsize=(12, 8))
+    for axis, (name, title, fields, unit) in zip(axes.flat, PANELS):
+        bars(axis, loaded.get(name), fields, unit, title)
+    figure.suptitle(f"kerasbert, KerasHub and transformers side by side ({machine})", fontsize=11)
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    partial = path + ".partial.png"
+    figure.savefig(partial, dpi=110)
+    os.replace(partial, path)  # never a half-written plot
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()} × {model}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
+    parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "performance.png"))
+    args = parser.parse_args()
+    loaded = {name: load(args.results, name) for name, *_ in PANELS}
+    if not any(loaded.values()):
+        parser.error(f"no results in {args.results}: run the benchmarks with --json there first "
+                     f"(expected some of {sorted(loaded)})")
+    for name, data in loaded.items():
+        if data is not None:
+            print(f"### {name}\n\n{TABLES[name](data)}\n")
+    plot(loaded, args.plot, machine())
+    print(f"plot: {args.plot}")
+
+
+if __name__ == "__main__":
+    main()
