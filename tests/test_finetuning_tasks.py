@@ -78,6 +78,16 @@ def test_classifier_learns_raw_sentences_and_predicts_in_order(classifier, sst2)
     assert model.evaluate(sst2.x, sst2.y, verbose=0, return_dict=True)["accuracy"] >= 0.9
 
 
+def test_predict_packs_a_few_examples_without_tf_data(classifier, sst2, monkeypatch):
+    model, _ = classifier
+    expected = model.predict(sst2.x, batch_size=2)  # more examples than a batch: a tf.data pipeline
+    monkeypatch.setattr(type(model), "_feed", lambda *a, **k: pytest.fail("built a tf.data pipeline"))
+    np.testing.assert_allclose(model.predict(sst2.x[:3]), expected[:3], atol=1e-5)
+    np.testing.assert_allclose(model.predict(np.array(sst2.x[3:4])), expected[3:4], atol=1e-5)
+    with pytest.raises(ValueError, match="no examples"):
+        model.predict([])
+
+
 @tensorflow_pass_only
 def test_predict_traces_the_tensorflow_graph_once_for_every_padded_length(minilm_tokenizer, sst2):
     model = text_classifier(minilm_tokenizer)
@@ -159,6 +169,15 @@ def test_token_classifier_learns_conll_entities(ner, conll):
             names = [conll.label_names[t] for t in row]
             for previous, tag in zip(["O"] + names, names):
                 assert not tag.startswith("I-") or previous[2:] == tag[2:], names
+
+
+def test_token_classifier_predicts_a_few_sentences_as_a_dataset_does(ner, conll):
+    model, _ = ner
+    # 3 sentences: one batch packed directly; all 13 in batches of 2: tf.data.
+    # (Per-token outputs at padding positions depend on the batch's width.)
+    few = model.predict_tags(conll.words[:3])
+    for a, b in zip(few, model.predict_tags(conll.words, batch_size=2)[:3]):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_token_classifier_entities_point_into_raw_text(ner, conll):

@@ -84,9 +84,7 @@ class MaskedLMHead(keras.layers.Layer):
         x = ops.take_along_axis(sequence_output, positions[:, :, None], axis=1)
         x = self.layer_norm(self._activation_fn(self.dense(x)))  # (batch, num_masked, width)
         table = ops.cast(self.token_embedding.embeddings, self.compute_dtype)  # (vocab, width)
-        # Contracting the table's last axis directly: a matmul with its
-        # transpose copied the whole (vocab, width) table under XLA each step.
-        logits = ops.einsum("bmd,vd->bmv", x, table)  # (batch, num_masked, vocab)
+        logits = ops.matmul(x, ops.transpose(table))  # (batch, num_masked, vocab)
         return ops.cast(logits, "float32") + ops.cast(self.bias, "float32")
 
     def compute_output_shape(self, sequence_output_shape, mask_positions_shape):

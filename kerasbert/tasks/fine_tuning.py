@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.tasks.inputs import COMPILED_SHAPES, GROUP_BY_LENGTH, is_raw, make_dataset
+from kerasbert.tasks.inputs import COMPILED_SHAPES, GROUP_BY_LENGTH, is_raw, make_dataset, pack_batch
 from kerasbert.tasks.task import TASK_FILE, TASK_WEIGHTS_FILE, Task, text_signature  # noqa: F401 (re-exported)
 from kerasbert.utils.io import read_json
 
@@ -213,11 +213,20 @@ class FineTuningTask(Task):
         """`keras.Model.predict`, also on raw examples. Lists are predicted
         in order of length (fewer padded positions); the outputs come back
         in the input's order, per-token outputs padded with zeros to the
-        preprocessor's `sequence_length`."""
+        preprocessor's `sequence_length`; up to `batch_size` examples are
+        packed as one batch directly, without a tf.data pipeline."""
+        if isinstance(x, (list, np.ndarray)) and len(x) == 0:
+            raise ValueError("x holds no examples: predict needs at least one text.")
         if self.preprocessor is None or not is_raw(x) and not isinstance(x, tf.data.Dataset):
             return super().predict(x, batch_size=batch_size, **kwargs)
         if isinstance(x, tf.data.Dataset):
             return self.predict_batches(self._feed(x, batch_size=batch_size, keep_order=True))
+        first = x[0] if isinstance(x, tuple) else x
+        if not isinstance(first, (tf.Tensor, tf.RaggedTensor)) and len(first) <= (batch_size or 32):
+            # One batch: packed eagerly, no tf.data pipeline to build (most
+            # of the time of a `predict` on a few strings).
+            features = pack_batch(self.preprocessor, x, shapes=self._padded_shapes(), input_names=tuple(self.input))
+            return self.predict_batches([features])
         dataset, order = self._feed(x, batch_size=batch_size, keep_order=True, sort_by_length=True)
         outputs = self.predict_batches(dataset)
         inverse = np.empty_like(order)
@@ -225,14 +234,21 @@ class FineTuningTask(Task):
         return keras.tree.map_structure(lambda a: a[inverse], outputs)
 
     def predict_batches(self, dataset):
-        """The model's outputs on every batch of `dataset` (batches of
-        features, e.g. trimmed to different lengths), concatenated; outputs
-        per token are padded with zeros to the preprocessor's
-        `sequence_length` first."""
+        """The model's outputs on every batch of `dataset` (a dataset or a
+        list of batches of features, e.g. trimmed to different lengths),
+        concatenated; outputs per token are padded with zeros to the
+        preprocessor's `sequence_length` first."""
         width = self.preprocessor.sequence_length
-        self._trace_for_any_length(dataset)
+        if isinstance(dataset, tf.data.Dataset):
+            self._trace_for_any_length(dataset.element_spec)
+            batches = dataset.as_numpy_iterator()
+        else:
+            batches = [keras.tree.map_structure(np.asarray, batch) for batch in dataset]
+            if batches:
+                self._trace_for_any_length(tf.nest.map_structure(
+                    lambda a: tf.TensorSpec([None] * a.ndim, tf.as_dtype(a.dtype)), batches[0]))
         collected = []
-        for batch in dataset.as_numpy_iterator():
+        for batch in batches:
             features = batch[0] if isinstance(batch, tuple) else batch
             collected.append(keras.tree.map_structure(np.asarray, self.predict_on_batch(features)))
 
@@ -245,15 +261,15 @@ class FineTuningTask(Task):
             raise ValueError("there is nothing to predict: the input holds no examples.")
         return keras.tree.map_structure(join, *collected)
 
-    def _trace_for_any_length(self, dataset):
-        """TensorFlow graphs: traces the predict function once for the
-        dataset's batches, whatever their rows and padded length. Left to
-        itself it traced again for each new batch shape until it relaxed
-        them, 1.2-1.8 s each on MiniLM."""
+    def _trace_for_any_length(self, spec):
+        """TensorFlow graphs: traces the predict function once for batches
+        of `spec` (a dataset's element spec), whatever their rows and padded
+        length. Left to itself it traced again for each new batch shape
+        until it relaxed them, 1.2-1.8 s each on MiniLM."""
         if keras.backend.backend() != "tensorflow" or self.run_eagerly:
             return
-        spec = dataset.element_spec
         features = spec[0] if isinstance(spec, tuple) else spec
+        features = {k: tf.TensorSpec([None] * v.shape.rank, v.dtype) for k, v in features.items()}
         self.make_predict_function()
         self.predict_function.get_concrete_function([(features,)])
 

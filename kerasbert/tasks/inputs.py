@@ -286,6 +286,19 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
     return (dataset, order) if sort_by_length else dataset
 
 
+def pack_batch(preprocessor, x, *, shapes=None, input_names=None):
+    """In-memory raw examples packed eagerly as one batch, without tf.data:
+    the features `make_dataset` gives for a batch of unknown lengths (the
+    same boundaries: multiples of 8, or with `shapes` the few
+    `length_boundaries`). For predicting a handful of examples, where
+    building and tracing a tf.data pipeline costs far more than the model."""
+    batch = preprocessor.pack_examples(preprocessor.tokenize_examples(x))
+    sequence_length = preprocessor.sequence_length
+    table = DEFAULT_BOUNDARIES if shapes is not None else range(PADDING_MULTIPLE, sequence_length, PADDING_MULTIPLE)
+    batch = fit_to_boundary(batch, length_boundaries(sequence_length, tuple(table)))
+    return batch if input_names is None else select_inputs(batch, input_names)
+
+
 def without_autotune(dataset):
     """`dataset` with tf.data's autotuning off. With it on, deleting an
     iterator (at the end of every epoch and of `predict`) waited seconds
