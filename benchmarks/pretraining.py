@@ -6,7 +6,7 @@ this machine's CPU.
         [--systems kerasbert,keras_hub,transformers] [--warmup 3] [--steps 10]
         [--jit auto|on|off] [--precision float32|mixed_bfloat16]
         [--layers 4 --hidden 512 --heads 8 --intermediate 2048]
-        [--seq 128 --batch 16 --masked 20] [--repeats 1] [--json out.json]
+        [--seq 128 --batch 16 --masked 20] [--repeats 1] [--rounds 1] [--json out.json]
 
 The default size is the project's performance anchor: a BERT-small-like
 encoder (4 layers, hidden 512, 8 heads, FFN 2048, vocabulary 30,522), rows
@@ -67,6 +67,12 @@ worker process's peak resident memory (`ru_maxrss`: model, optimizer,
 data, and the framework's own arenas and compiler). `--json`
 also keeps every repeat's wall and process CPU seconds (a CPU/wall ratio
 well under the core count means other work took the cores).
+
+`--rounds N` runs the whole list of jobs N times, alternating systems and
+backends, so that a slow spell of a shared machine falls on every system.
+Each row then gives the median over rounds, and its ratio to KerasHub is the
+median of the per-round ratios (each run against KerasHub's run on the same
+backend in the same round); `--json` keeps every run under `runs`.
 
 `--jit auto` compiles the Keras train step with XLA on TensorFlow and JAX
 (`jit_compile=True`) and runs it eagerly on torch (`jit_compile=False`:
