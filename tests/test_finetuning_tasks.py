@@ -86,6 +86,8 @@ def test_predict_packs_a_few_examples_without_tf_data(classifier, sst2, monkeypa
     np.testing.assert_allclose(model.predict(np.array(sst2.x[3:4])), expected[3:4], atol=1e-5)
     with pytest.raises(ValueError, match="no examples"):
         model.predict([])
+    with pytest.raises(ValueError, match="batch_size must be a positive integer; got 0"):
+        model.predict(sst2.x[:3], batch_size=0)
 
 
 @tensorflow_pass_only

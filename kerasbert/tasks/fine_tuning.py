@@ -9,7 +9,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.tasks.inputs import COMPILED_SHAPES, GROUP_BY_LENGTH, is_raw, make_dataset, pack_batch
+from kerasbert.tasks.inputs import (
+    COMPILED_SHAPES,
+    GROUP_BY_LENGTH,
+    checked_batch_size,
+    is_raw,
+    make_dataset,
+    pack_batch,
+)
 from kerasbert.tasks.task import TASK_FILE, TASK_WEIGHTS_FILE, Task, text_signature  # noqa: F401 (re-exported)
 from kerasbert.utils.io import read_json
 
@@ -222,7 +229,7 @@ class FineTuningTask(Task):
         if isinstance(x, tf.data.Dataset):
             return self.predict_batches(self._feed(x, batch_size=batch_size, keep_order=True))
         first = x[0] if isinstance(x, tuple) else x
-        if not isinstance(first, (tf.Tensor, tf.RaggedTensor)) and len(first) <= (batch_size or 32):
+        if not isinstance(first, (tf.Tensor, tf.RaggedTensor)) and len(first) <= checked_batch_size(batch_size):
             # One batch: packed eagerly, no tf.data pipeline to build (most
             # of the time of a `predict` on a few strings).
             features = pack_batch(self.preprocessor, x, shapes=self._padded_shapes(), input_names=tuple(self.input))

@@ -184,6 +184,14 @@ def _packed_lengths(dataset, preprocess):
     return np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
 
 
+def checked_batch_size(batch_size):
+    """`batch_size`, 32 for None, or a ValueError naming it."""
+    batch_size = 32 if batch_size is None else batch_size
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
+    return batch_size
+
+
 def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, shuffle=False,
                  seed=None, boundaries=None, shapes=None, group_by_length=GROUP_BY_LENGTH, input_names=None,
                  sort_by_length=False):
@@ -222,9 +230,7 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
             order)`, where row i of the dataset is example `order[i]`
             (for prediction: the examples are tokenized once, for both).
     """
-    batch_size = 32 if batch_size is None else batch_size
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
+    batch_size = checked_batch_size(batch_size)
     batched, in_memory = False, not isinstance(x, tf.data.Dataset)
     if sort_by_length and (not in_memory or shuffle):
         raise ValueError("sort_by_length needs in-memory examples (not a tf.data.Dataset) and shuffle=False.")
