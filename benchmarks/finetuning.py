@@ -44,12 +44,12 @@ import csv
 import io
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 
 import numpy as np
+from common import peak_rss_mb, system_jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data", "rotten_tomatoes.csv.bz2")
@@ -162,8 +162,7 @@ RUNNERS = {"kerasbert": run_kerasbert, "keras_hub": run_keras_hub, "transformers
 def worker(args):
     data = split(args.seed, args.train, args.test)
     result = RUNNERS[args.worker](data, args.seed)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print("RESULT " + json.dumps({**result, "peak_rss_mb": peak}), flush=True)
+    print("RESULT " + json.dumps({**result, "peak_rss_mb": peak_rss_mb()}), flush=True)
 
 
 def main():
@@ -180,13 +179,7 @@ def main():
         return worker(args)
 
     results = []
-    jobs = []
-    for system in args.systems.split(","):
-        if system == "transformers":
-            jobs.append((system, "torch"))
-        else:
-            jobs += [(system, backend) for backend in args.backends.split(",")]
-    for system, backend in jobs:
+    for system, backend in system_jobs(args.systems.split(","), args.backends.split(",")):
         env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
         command = [sys.executable, __file__, "--worker", system, "--seed", str(args.seed),
                    "--train", str(args.train), "--test", str(args.test)]

@@ -83,7 +83,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -92,14 +91,13 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import peak_rss_mb, system_jobs
 from finetuning import ROOT, checkpoint_directory, split
 
 # The test snippets of benchmarks/finetuning.py: those after its 4,000 training ones.
 TRAIN, BATCH, MAX_TOKENS, WARMUP_EXAMPLES, WARMUP_CALLS = 4000, 32, 128, 64, 2
 
 
-def peak_rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def latency(call, texts, calls):
@@ -367,12 +365,7 @@ def main():
     if args.worker:
         return worker(args)
 
-    jobs = []
-    for system in args.systems.split(","):
-        if system == "transformers":
-            jobs.append((system, "torch"))
-        else:
-            jobs += [(system, backend) for backend in args.backends.split(",")]
+    jobs = system_jobs(args.systems.split(","), args.backends.split(","))
     load_start = os.getloadavg()
     results = []
     with tempfile.TemporaryDirectory(prefix="kerasbert-inference-") as scratch:

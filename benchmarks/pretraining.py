@@ -93,6 +93,8 @@ import subprocess
 import sys
 import time
 
+from common import peak_rss_mb
+
 BACKENDS = ("tensorflow", "jax", "torch")
 SYSTEMS = ("kerasbert", "keras_hub", "transformers", "kerasbert_nsp", "kerasbert_electra")
 CLS, SEP, MASK = 101, 102, 103  # BERT's uncased vocabulary
@@ -290,13 +292,6 @@ def transformers_worker(args):
             "cpu_seconds": cpu,
             "warmup_s": stamps[0] - start,
             "loss": loss, "params": sum(p.numel() for p in model.parameters())}
-
-
-def peak_rss_mb():
-    """This process's peak resident memory so far, in MiB (Linux reports KiB)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def worker(args):
