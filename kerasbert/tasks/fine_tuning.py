@@ -252,8 +252,7 @@ class FineTuningTask(Task):
         else:
             batches = [keras.tree.map_structure(np.asarray, batch) for batch in dataset]
             if batches:
-                self._trace_for_any_length(tf.nest.map_structure(
-                    lambda a: tf.TensorSpec([None] * a.ndim, tf.as_dtype(a.dtype)), batches[0]))
+                self._trace_for_any_length(tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), batches[0]))
         collected = []
         for batch in batches:
             features = batch[0] if isinstance(batch, tuple) else batch
