@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from kerasbert.layers.activations import ACTIVATIONS
+from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.embeddings import PositionEmbedding
 from kerasbert.layers.initializers import clone_initializer
 from kerasbert.layers.transformer_block import TransformerBlock
@@ -270,7 +271,7 @@ class Encoder(keras.Model):
         embeddings_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
         )
-        embeddings_dropout = keras.layers.Dropout(
+        embeddings_dropout = Dropout(
             dropout, dtype=dtype, name="embeddings_dropout"
         )
         embeddings_projection = None

@@ -3,6 +3,7 @@
 from kerasbert.layers.activations import ACTIVATIONS, get_activation
 from kerasbert.layers.attention import SelfAttention
 from kerasbert.layers.crf import CRF, bio_transition_mask
+from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.embeddings import PositionEmbedding
 from kerasbert.layers.heads import MaskedLMHead
 from kerasbert.layers.pooling import Pooling
@@ -11,6 +12,7 @@ from kerasbert.layers.transformer_block import TransformerBlock
 __all__ = [
     "ACTIVATIONS",
     "CRF",
+    "Dropout",
     "MaskedLMHead",
     "Pooling",
     "PositionEmbedding",

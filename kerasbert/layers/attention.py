@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.initializers import clone_initializer
 
 
@@ -64,7 +65,7 @@ class SelfAttention(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="output_dense",
         )
-        self.probs_dropout = keras.layers.Dropout(
+        self.probs_dropout = Dropout(
             dropout, dtype=self.dtype_policy, name="probs_dropout"
         )
 

@@ -4,6 +4,7 @@ import keras
 
 from kerasbert.layers.activations import get_activation
 from kerasbert.layers.attention import SelfAttention
+from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.initializers import clone_initializer
 
 
@@ -61,7 +62,7 @@ class TransformerBlock(keras.layers.Layer):
             dtype=policy,
             name="attention",
         )
-        self.attention_output_dropout = keras.layers.Dropout(
+        self.attention_output_dropout = Dropout(
             dropout, dtype=policy, name="attention_output_dropout"
         )
         self.attention_layer_norm = keras.layers.LayerNormalization(
@@ -80,7 +81,7 @@ class TransformerBlock(keras.layers.Layer):
             dtype=policy,
             name="output_dense",
         )
-        self.output_dropout = keras.layers.Dropout(
+        self.output_dropout = Dropout(
             dropout, dtype=policy, name="output_dropout"
         )
         self.output_layer_norm = keras.layers.LayerNormalization(

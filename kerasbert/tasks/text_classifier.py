@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.pooling import POOLINGS, Pooling, preset_pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels
@@ -100,14 +101,14 @@ class TextClassifier(FineTuningTask):
         if pooling == "mean":
             x = Pooling("mean", dtype=policy, name="pooling")(outputs["sequence_output"], inputs["padding_mask"])
             if head_dense is not None:
-                x = head_dense(keras.layers.Dropout(dropout, dtype=policy, name="classifier_dense_dropout")(x))
+                x = head_dense(Dropout(dropout, dtype=policy, name="classifier_dense_dropout")(x))
         elif head_dense is None:
             x = outputs["pooled_output"]  # (batch, hidden)
         else:
             x = outputs["sequence_output"][:, 0, :]  # (batch, hidden): the first token
-            x = keras.layers.Dropout(dropout, dtype=policy, name="classifier_dense_dropout")(x)
+            x = Dropout(dropout, dtype=policy, name="classifier_dense_dropout")(x)
             x = head_dense(x)
-        x = keras.layers.Dropout(dropout, dtype=policy, name="classifier_dropout")(x)
+        x = Dropout(dropout, dtype=policy, name="classifier_dropout")(x)
         logits = keras.layers.Activation("linear", dtype="float32", name="logits")(output_dense(x))
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
 

@@ -7,6 +7,7 @@ import tensorflow as tf
 from keras import ops
 
 from kerasbert.layers.crf import CRF, bio_transition_mask
+from kerasbert.layers.dropout import Dropout
 from kerasbert.metrics import entity_scores, entity_spans, split_tag
 from kerasbert.preprocessing.alignment import TokenClassificationPreprocessor
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels
@@ -136,7 +137,7 @@ class TokenClassifier(FineTuningTask):
         # Graph.
         inputs = encoder_inputs(encoder)
         x = encoder(inputs)["sequence_output"]  # (batch, seq, hidden)
-        x = keras.layers.Dropout(dropout, dtype=policy, name="classifier_dropout")(x)
+        x = Dropout(dropout, dtype=policy, name="classifier_dropout")(x)
         logits = keras.layers.Activation("linear", dtype="float32", name="logits")(output_dense(x))
         if crf_layer is not None:
             # Built here so its weights exist; it runs in the loss and in decoding.
