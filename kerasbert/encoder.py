@@ -5,6 +5,7 @@ import numbers
 import keras
 from keras import ops
 
+from kerasbert.distribution import check_shardable, megatron_layout_map
 from kerasbert.layers.activations import ACTIVATIONS
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.embeddings import PositionEmbedding
@@ -247,6 +248,7 @@ class Encoder(keras.Model):
             "initializer_range": initializer_range,
         }
         _validate_config(config)
+        check_shardable(config)
         width = hidden_dim if embedding_dim is None else embedding_dim
         groups = num_layers if num_layer_groups is None else num_layer_groups
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
@@ -352,6 +354,33 @@ class Encoder(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+    @classmethod
+    def get_layout_map(cls, device_mesh, model_parallel_dim_name="model"):
+        """A `keras.distribution.LayoutMap` sharding the encoder and its task
+        heads over `device_mesh` for `keras.distribution.ModelParallel`
+        (JAX backend): Megatron-style column/row splits of the QKV, attention
+        output and FFN kernels, the token table and MLM bias split by
+        vocabulary rows, everything else replicated (see
+        `kerasbert.distribution`). The mesh's other axis carries the batch.
+        Sharded sizes (`vocabulary_size`, `hidden_dim`, `intermediate_dim`)
+        must be multiples of the model axis; building an encoder under a
+        distribution that would split one unevenly raises a ValueError
+        naming it. See docs/distributed.md.
+
+        Args:
+            device_mesh: a `keras.distribution.DeviceMesh`, e.g. of shape
+                `(2, 4)` with axes `("batch", "model")`.
+            model_parallel_dim_name: the mesh axis the weights are split on.
+
+        Examples:
+        >>> import keras
+        >>> mesh = keras.distribution.DeviceMesh((1, 1), ("batch", "model"), ["cpu:0"])
+        >>> layout_map = Encoder.get_layout_map(mesh)
+        >>> layout_map["transformer_block_3/intermediate_dense/kernel"].axes
+        (None, 'model')
+        """
+        return megatron_layout_map(device_mesh, model_parallel_dim_name)
 
     # Pieces of the graph, for tasks that reuse the encoder's layers in a
     # graph of their own (ELECTRA's generator shares the discriminator's

@@ -168,8 +168,36 @@ def apply_weight_decay_exclusions(optimizer, names=DEFAULT_EXCLUDED):
 
 # --- LAMB -----------------------------------------------------------------
 
+class _ClipAcrossReplicas:
+    """Clips the gradients of the whole global batch under `tf.distribute`.
+
+    Keras clips (`clipnorm`, `global_clipnorm`, `clipvalue`) each replica's
+    gradients before summing them across replicas, so under MirroredStrategy
+    a global-norm clip sees a replica's share and gives a different update
+    from the same batch on one device. Here the replicas first sum their
+    gradients (one extra all-reduce), clip that, and hand back an equal share
+    each, so Keras's own sum afterwards is the clipped global gradient.
+    """
+
+    def _clip_gradients(self, grads):
+        if keras.backend.backend() != "tensorflow" or not (
+            self.clipnorm or self.global_clipnorm or self.clipvalue
+        ):
+            return super()._clip_gradients(grads)
+        import tensorflow as tf
+
+        context = tf.distribute.get_replica_context()
+        replicas = context.num_replicas_in_sync if context is not None else 1
+        if replicas == 1:
+            return super()._clip_gradients(grads)
+        present = [g for g in grads if g is not None]
+        summed = iter(context.all_reduce(tf.distribute.ReduceOp.SUM, present))
+        summed = [None if g is None else next(summed) for g in grads]
+        return [None if g is None else g / replicas for g in super()._clip_gradients(summed)]
+
+
 @keras.saving.register_keras_serializable(package="kerasbert")
-class Lamb(keras.optimizers.Optimizer):
+class Lamb(_ClipAcrossReplicas, keras.optimizers.Optimizer):
     """LAMB (You et al. 2019), the layer-wise adaptive optimizer of BERT pretraining.
 
     For each variable `w` with gradient `g`, at update `t` (1-based):
@@ -453,7 +481,7 @@ def pretraining_optimizer(
 ):
     """The BERT recipe's optimizer: AdamW or LAMB, warmup and decay, clipping.
 
-    Returns a `keras.optimizers.AdamW` or a `Lamb` with:
+    Returns an `AdamW` (Keras's, see below) or a `Lamb` with:
 
     * a `WarmupDecay` schedule peaking at `learning_rate` after
       `warmup_steps` updates and reaching `end_learning_rate` at
@@ -527,7 +555,7 @@ def pretraining_optimizer(
     )
     if optimizer.lower() == "lamb":
         return Lamb(exclude_from_weight_decay=DEFAULT_EXCLUDED, **common)
-    return apply_weight_decay_exclusions(keras.optimizers.AdamW(**common))
+    return AdamW(**common)
 
 
 def _recipe_arguments(total_steps, learning_rate, warmup_steps, weight_decay, decay, power,
@@ -585,7 +613,7 @@ def _recipe_arguments(total_steps, learning_rate, warmup_steps, weight_decay, de
 # --- fine-tuning ----------------------------------------------------------
 
 @keras.saving.register_keras_serializable(package="kerasbert")
-class AdamW(keras.optimizers.AdamW):
+class AdamW(_ClipAcrossReplicas, keras.optimizers.AdamW):
     """Keras's AdamW with a learning-rate multiplier per variable, and with
     its weight-decay exclusions saved in its config.
 

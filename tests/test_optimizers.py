@@ -231,8 +231,7 @@ def test_pretraining_optimizer_decays_kernels_not_biases_or_layer_norm(name):
 
 def test_apply_weight_decay_exclusions_after_from_config():
     """Keras's AdamW config drops the exclusions; re-applying restores them."""
-    optimizer = pretraining_optimizer("adamw", total_steps=5, warmup_steps=0, learning_rate=0.1,
-                                      weight_decay=0.5)
+    optimizer = keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.5)
     restored = keras.optimizers.AdamW.from_config(optimizer.get_config())
     optimizers.apply_weight_decay_exclusions(restored)
     dense = keras.layers.Dense(2, bias_initializer="ones")

@@ -1,0 +1,200 @@
+"""Trains one task for a few steps on one device, then again from the same
+weights under a distribution on 8 virtual CPU devices, and prints (JSON) the
+largest weight difference, how far training moved the weights, how each
+variable is placed, and the time per step of both runs.
+
+It runs in a process of its own (the virtual devices must exist before the
+backend starts), which `tests/test_distributed.py` starts:
+
+    KERAS_BACKEND=jax python tests/distributed_worker.py data:masked_lm model:pretrainer:2x4 ...
+    KERAS_BACKEND=tensorflow python tests/distributed_worker.py mirrored:masked_lm
+
+Each argument is STRATEGY:TASK[:MESH], and gives one JSON line.
+STRATEGY: data or model (keras.distribution, JAX), mirrored (TensorFlow).
+TASK: masked_lm, pretrainer, classifier (raw sentences) or electra; or uneven,
+which builds an encoder the mesh cannot split evenly and reports the error.
+MESH: the (batch, model) mesh of model parallelism, e.g. 2x4 (the default).
+"""
+
+import json
+import os
+import sys
+import time
+
+DEVICES = 8
+_STRATEGIES = {}
+BATCH = 16
+STEPS = 3
+
+
+def _start_backend(backend):
+    if backend == "jax":
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={DEVICES}"
+    import tensorflow as tf
+
+    if backend == "tensorflow":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * DEVICES)
+
+
+def _features(vocabulary_size, seq=16, masked=4, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = {
+        "token_ids": rng.integers(5, vocabulary_size, (BATCH * STEPS, seq)).astype("int32"),
+        "segment_ids": (np.arange(seq)[None] >= seq // 2).repeat(BATCH * STEPS, 0).astype("int32"),
+        "padding_mask": np.ones((BATCH * STEPS, seq), "int32"),
+        "mask_positions": np.sort(rng.permuted(np.tile(np.arange(1, seq), (BATCH * STEPS, 1)), axis=1)[:, :masked], 1)
+        .astype("int32"),
+    }
+    mask_ids = rng.integers(5, vocabulary_size, (BATCH * STEPS, masked)).astype("int32")
+    return x, mask_ids, np.ones((BATCH * STEPS, masked), "float32")
+
+
+def _build(task, tokenizer, jit_compile=True):
+    import keras
+
+    import kerasbert
+    from kerasbert.preprocessing import TextPreprocessor
+
+    size = dict(num_layers=2, num_heads=4, hidden_dim=16, intermediate_dim=32, max_sequence_length=32,
+                dropout=0.0, initializer_range=0.2)
+    if task == "classifier":
+        preprocessor = TextPreprocessor(tokenizer, sequence_length=32, pad_to_sequence_length=False)
+        model = kerasbert.TextClassifier(kerasbert.Encoder(vocabulary_size=30522, **size), num_classes=2,
+                                         preprocessor=preprocessor, dropout=0.0)
+        model.compile(learning_rate=1e-3, warmup_fraction=0.0, jit_compile=jit_compile)
+        return model
+    if task == "electra":
+        discriminator = kerasbert.Encoder(vocabulary_size=64, embedding_dim=8, **size)
+        model = kerasbert.ElectraPretrainer(None, discriminator, seed=1)
+    elif task == "pretrainer":
+        model = kerasbert.BertPretrainer(kerasbert.Encoder(vocabulary_size=64, **size), sentence_task="nsp")
+    else:
+        model = kerasbert.MaskedLM(kerasbert.Encoder(vocabulary_size=64, **size))
+    model.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile=jit_compile)
+    return model
+
+
+def _fit_arguments(task):
+    import numpy as np
+
+    if task == "classifier":
+        from kerasbert.readers import read_glue_tsv
+
+        data = read_glue_tsv(os.path.join(os.path.dirname(__file__), "data", "glue_sst2.tsv"), "sentence", "label")
+        x = (list(data.x) * 4)[: BATCH * STEPS]
+        y = (list(data.y) * 4)[: BATCH * STEPS]
+        return dict(x=x, y=y, shuffle=False)
+    x, mask_ids, mask_weights = _features(64)
+    if task == "masked_lm":
+        return dict(x=x, y=mask_ids, sample_weight=mask_weights, shuffle=False)
+    if task == "electra":
+        return dict(x={**x, "mask_weights": mask_weights}, y=mask_ids, shuffle=False)
+    nsp = (np.arange(BATCH * STEPS) % 2).astype("int32")
+    weights = {"mlm": mask_weights, "nsp": np.ones(BATCH * STEPS, "float32")}
+    return dict(x=x, y={"mlm": mask_ids, "nsp": nsp}, sample_weight=weights, shuffle=False)
+
+
+def _train(model, arguments):
+    import keras
+
+    model.fit(**arguments, batch_size=BATCH, epochs=1, verbose=0)  # compiles; STEPS steps
+    start = time.perf_counter()
+    model.fit(**arguments, batch_size=BATCH, epochs=1, verbose=0)
+    seconds = (time.perf_counter() - start) / STEPS
+    return [keras.ops.convert_to_numpy(v) for v in model.trainable_variables], seconds
+
+
+def _placement(model, backend):
+    """path -> how the variable is placed: JAX, its partition spec and the
+    shape of one shard; TensorFlow, the devices holding a copy."""
+    placement = {}
+    for variable in model.trainable_variables:
+        if backend == "jax":
+            array = variable.value
+            placement[variable.path] = {
+                "spec": [axis for axis in array.sharding.spec] if hasattr(array.sharding, "spec") else None,
+                "shard_shape": list(array.addressable_shards[0].data.shape),
+                "shape": list(array.shape),
+                "devices": len(array.sharding.device_set),
+            }
+        else:
+            values = getattr(variable.value, "values", None)
+            placement[variable.path] = {"copies": len(values) if values is not None else 1,
+                                        "shape": list(variable.shape)}
+    return placement
+
+
+def _distribution(strategy, backend, mesh_shape):
+    import keras
+
+    import kerasbert
+
+    if strategy == "mirrored":
+        import tensorflow as tf
+
+        # One strategy per process: a second one's collectives were
+        # cancelled on these logical devices.
+        if "mirrored" not in _STRATEGIES:
+            _STRATEGIES["mirrored"] = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(DEVICES)])
+        return _STRATEGIES["mirrored"].scope()
+    devices = keras.distribution.list_devices()
+    if strategy == "data":
+        return keras.distribution.DataParallel(devices=devices).scope()
+    mesh = keras.distribution.DeviceMesh(mesh_shape, ("batch", "model"), devices)
+    layout_map = kerasbert.Encoder.get_layout_map(mesh)
+    return keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch").scope()
+
+
+def run(backend, strategy, task, mesh="2x4"):
+    import keras
+    import numpy as np
+
+    import kerasbert
+
+    mesh_shape = tuple(int(n) for n in mesh.split("x"))
+    if task == "uneven":  # BERT's vocabulary of 30,522 over a model axis of 4
+        with _distribution(strategy, backend, mesh_shape):
+            try:
+                kerasbert.Encoder(vocabulary_size=30522, num_layers=1, num_heads=4, hidden_dim=16,
+                                  intermediate_dim=32)
+            except ValueError as error:
+                return {"strategy": strategy, "task": task, "mesh": mesh, "error": str(error)}
+        return {"strategy": strategy, "task": task, "mesh": mesh, "error": None}
+    tokenizer = kerasbert.Tokenizer.from_preset("all_minilm_l6_v2") if task == "classifier" else None
+    arguments = _fit_arguments(task)
+
+    keras.utils.set_random_seed(0)
+    # XLA cannot compile a step whose replicas' variables live on other
+    # logical devices of the same CPU, so TensorFlow's runs here are eager graphs.
+    jit_compile = strategy != "mirrored"
+    single = _build(task, tokenizer, jit_compile)
+    initial = [keras.ops.convert_to_numpy(v) for v in single.trainable_variables]
+    single_weights, single_seconds = _train(single, arguments)
+
+    keras.utils.set_random_seed(0)
+    with _distribution(strategy, backend, mesh_shape):
+        distributed = _build(task, tokenizer, jit_compile)
+        for variable, value in zip(distributed.trainable_variables, initial):
+            variable.assign(value)
+        distributed_weights, distributed_seconds = _train(distributed, arguments)
+        placement = _placement(distributed, backend)
+
+    return {
+        "strategy": strategy, "task": task, "mesh": mesh,
+        "max_abs_difference": max(float(np.max(np.abs(a - b))) for a, b in zip(single_weights, distributed_weights)),
+        "max_abs_update": max(float(np.max(np.abs(a - b))) for a, b in zip(single_weights, initial)),
+        "single_seconds_per_step": single_seconds,
+        "distributed_seconds_per_step": distributed_seconds,
+        "placement": placement,
+    }
+
+
+if __name__ == "__main__":
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    _start_backend(backend)
+    for spec in sys.argv[1:]:
+        print(json.dumps(run(backend, *spec.split(":"))), flush=True)

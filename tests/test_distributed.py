@@ -1,0 +1,129 @@
+"""Distributed training on 8 virtual CPU devices ends where single-device
+training ends: keras.distribution data and model parallelism on JAX,
+MirroredStrategy on TensorFlow. Each variable is placed as the layout says.
+
+The devices must exist before the backend starts, so the training runs in
+one subprocess per backend (`tests/distributed_worker.py`)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import keras
+import pytest
+
+import kerasbert
+
+BACKEND = keras.backend.backend()
+WORKER = os.path.join(os.path.dirname(__file__), "distributed_worker.py")
+SPECS = {
+    "jax": ["data:masked_lm", "model:pretrainer:2x4", "data:classifier", "model:electra:4x2",
+            "model:uneven:2x4"],
+    "tensorflow": ["mirrored:masked_lm", "mirrored:classifier"],
+}
+MODEL_SHARDED = [  # (variable path, its axes under Encoder.get_layout_map); others are replicated
+    (r"(.*/)?token_embedding/embeddings", ["model", None]),
+    (r".*block_\d+/attention/qkv/kernel", [None, "model"]),
+    (r".*block_\d+/attention/qkv/bias", ["model"]),
+    (r".*block_\d+/attention/output_dense/kernel", ["model", None]),
+    (r".*block_\d+/intermediate_dense/kernel", [None, "model"]),
+    (r".*block_\d+/intermediate_dense/bias", ["model"]),
+    (r".*block_\d+/output_dense/kernel", ["model", None]),
+    (r"(mlm|generator)_head/bias", ["model"]),
+]
+
+
+def _expected_axes(path):
+    return next((axes for pattern, axes in MODEL_SHARDED if re.fullmatch(pattern, path)), None)
+
+
+@pytest.fixture(scope="module")
+def results():
+    if BACKEND not in SPECS:
+        pytest.skip(f"Keras has no multi-device fit on the {BACKEND} backend (docs/distributed.md)")
+    env = {**os.environ, "KERAS_BACKEND": BACKEND}
+    done = subprocess.run([sys.executable, WORKER, *SPECS[BACKEND]], env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {(r["strategy"], r["task"]): r for r in lines}
+
+
+def _trained(results):
+    return [r for r in results.values() if "max_abs_difference" in r]
+
+
+def test_every_run_ends_with_the_single_device_weights(results):
+    runs = _trained(results)
+    assert len(runs) == len(SPECS[BACKEND]) - (BACKEND == "jax")
+    for run in runs:
+        # Training moved the weights far more than the two runs differ.
+        assert run["max_abs_update"] > 1e-3, run["task"]
+        assert run["max_abs_difference"] <= 1e-4, (run["strategy"], run["task"], run["max_abs_difference"])
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution layouts are JAX's")
+def test_model_parallel_variables_are_split_as_the_layout_says(results):
+    for key, mesh in [(("model", "pretrainer"), (2, 4)), (("model", "electra"), (4, 2))]:
+        model_devices = mesh[1]
+        placement = results[key]["placement"]
+        sharded = 0
+        for path, place in placement.items():
+            expected = _expected_axes(path)
+            assert place["devices"] == 8, path
+            if expected is None:
+                assert not any(place["spec"]), path  # replicated
+                assert place["shard_shape"] == place["shape"], path
+                continue
+            sharded += 1
+            assert place["spec"] == expected, path
+            split = [size // model_devices if axis else size for size, axis in zip(place["shape"], expected)]
+            assert place["shard_shape"] == split, path
+        assert sharded >= 10
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution layouts are JAX's")
+def test_data_parallel_replicates_every_variable(results):
+    for task in ("masked_lm", "classifier"):
+        for path, place in results[("data", task)]["placement"].items():
+            assert place["devices"] == 8 and not any(place["spec"]), path
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution layouts are JAX's")
+def test_an_uneven_split_names_the_argument(results):
+    error = results[("model", "uneven")]["error"]
+    assert error and "vocabulary_size = 30522" in error and "'model'" in error and "30524" in error
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="tf.distribute is TensorFlow's")
+def test_mirrored_variables_have_a_copy_per_device(results):
+    for run in _trained(results):
+        assert {place["copies"] for place in run["placement"].values()} == {8}
+
+
+# --- the layout map itself, on any backend ----------------------------------------
+
+def _mesh(axis_names=("batch", "model")):
+    return keras.distribution.DeviceMesh((1, 1), axis_names, ["cpu:0"])
+
+
+def test_layout_map_rules_match_each_variable_once():
+    encoder = kerasbert.Encoder(vocabulary_size=64, num_layers=2, num_heads=2, hidden_dim=8,
+                                intermediate_dim=16, max_sequence_length=16)
+    model = kerasbert.BertPretrainer(encoder)
+    layout_map = kerasbert.Encoder.get_layout_map(_mesh())
+    for variable in model.variables:
+        layout = layout_map[variable.path]  # raises if two rules match
+        expected = _expected_axes(variable.path)
+        assert (None if layout is None else list(layout.axes)) == expected, variable.path
+
+
+def test_layout_map_on_another_axis_name_and_its_errors():
+    layout_map = kerasbert.Encoder.get_layout_map(_mesh(("data", "tensor")), model_parallel_dim_name="tensor")
+    assert layout_map["transformer_block_5/attention/qkv/kernel"].axes == (None, "tensor")
+    with pytest.raises(ValueError, match="model_parallel_dim_name='model'.*'data', 'tensor'"):
+        kerasbert.Encoder.get_layout_map(_mesh(("data", "tensor")))
+    with pytest.raises(TypeError, match="device_mesh must be a keras.distribution.DeviceMesh"):
+        kerasbert.Encoder.get_layout_map((2, 4))
