@@ -111,6 +111,12 @@ def _add_pretrain(commands):
     add("--seed", type=int, default=0, metavar="N",
         help="the seed of the initial weights, the examples, the masks and dropout (default 0)")
     add("--resume", action="store_true", help="continue the run in --output from its newest checkpoint")
+    add("--distribution", choices=("data", "model"),
+        help="train on all devices: data parallelism (jax: keras.distribution.DataParallel; "
+        "tensorflow: MirroredStrategy, or MultiWorkerMirroredStrategy with TF_CONFIG) or model "
+        "parallelism (jax: ModelParallel with Encoder.get_layout_map); --batch-size is the global batch")
+    add("--mesh", metavar="BxM",
+        help="with --distribution model: the (batch, model) device mesh, e.g. 2x4 (default 1xALL)")
     add("--verbose", type=int, default=1, choices=(0, 1, 2),
         help="Keras fit's verbosity: 0 silent, 1 a progress bar, 2 a line per history entry")
     parser.set_defaults(run=_pretrain)

@@ -1,7 +1,8 @@
-"""Sharding the encoder and its heads over a device mesh (Keras's
-`keras.distribution` API; JAX backend).
+"""Training on several devices with the engines of each backend:
+`keras.distribution` on JAX (data parallelism, and model parallelism with
+the layout below), `tf.distribute` on TensorFlow (data parallelism).
 
-The layout is Megatron-LM's tensor parallelism written as GSPMD shardings:
+The model-parallel layout is Megatron-LM's tensor parallelism written as GSPMD shardings:
 the QKV projection and the first FFN matrix are split by columns, the
 attention output and second FFN matrix by rows, so each block needs one
 all-reduce per sublayer; the token table (and with it the tied MLM decoder
@@ -82,3 +83,155 @@ def check_shardable(config):
                     f"multiples of {devices} (e.g. {name} = {multiple}; vocabularies are commonly "
                     f"padded so) or a mesh with fewer devices on {axis!r}."
                 )
+
+
+DISTRIBUTIONS = ("data", "model")
+
+
+def data_parallel_replicas():
+    """How many ways the active `keras.distribution` splits each batch
+    (its batch axis), or 1. (`tf.distribute` splits uneven batches itself.)"""
+    distribution = keras.distribution.distribution()
+    if distribution is None or keras.backend.backend() != "jax":
+        return 1
+    mesh = distribution.device_mesh
+    return mesh.shape[list(mesh.axis_names).index(distribution.batch_dim_name)]
+
+
+class TrainingScope:
+    """A context in which to build, compile and fit a model on several
+    devices; `training_scope` makes one. `replicas` is the number of
+    data-parallel copies the global batch is split over, `mesh_shape` the
+    device mesh (`(batch,)` or `(batch, model)`), `engine` the
+    `keras.distribution.Distribution` or `tf.distribute.Strategy` in use
+    (None on one device)."""
+
+    def __init__(self, engine, mesh_shape, replicas):
+        self.engine, self.mesh_shape, self.replicas = engine, mesh_shape, replicas
+        self._context = None
+
+    def __enter__(self):
+        if self.engine is None:
+            return self
+        self._context = self.engine.scope()
+        self._context.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        context, self._context = self._context, None
+        return context.__exit__(*exc) if context is not None else False
+
+
+def parse_mesh(mesh):
+    """`"2x4"`, `"8"`, `(2, 4)` -> a tuple of positive ints (a ValueError
+    names anything else)."""
+    parts = mesh.lower().split("x") if isinstance(mesh, str) else mesh
+    try:
+        shape = tuple(int(part) for part in parts)
+    except (TypeError, ValueError):
+        shape = ()
+    if not 1 <= len(shape) <= 2 or min(shape) < 1:
+        raise ValueError(
+            f"mesh must be BATCHxMODEL device counts such as '2x4' (or a tuple (2, 4)); got {mesh!r}."
+        )
+    return shape
+
+
+def training_scope(distribution=None, mesh=None, batch_size=None):
+    """The scope for training on this machine's (or these hosts') devices
+    with the engine of the current backend.
+
+    Args:
+        distribution: None (one device), "data" (every device holds the
+            whole model and a slice of each batch: `keras.distribution.
+            DataParallel` on JAX, `tf.distribute.MirroredStrategy` on
+            TensorFlow, `MultiWorkerMirroredStrategy` when `TF_CONFIG` is
+            set) or "model" (JAX: `keras.distribution.ModelParallel` with
+            `Encoder.get_layout_map` on a `(batch, model)` mesh).
+        mesh: for "model", the `(batch, model)` device counts, e.g. "2x4";
+            default `(1, all devices)`. For "data", all devices (`"8"`).
+        batch_size: the global batch; checked to split evenly over the
+            data-parallel replicas.
+
+    Build, compile and fit inside it:
+
+        with training_scope("model", "2x4", batch_size=64):
+            model = kerasbert.MaskedLM(kerasbert.Encoder(...))
+            model.compile()
+            model.fit(dataset)
+    """
+    if distribution is None:
+        if mesh is not None:
+            raise ValueError(f"mesh={mesh!r} needs distribution='data' or 'model'.")
+        return TrainingScope(None, (1,), 1)
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"distribution must be None, 'data' or 'model'; got {distribution!r}.")
+    shape = None if mesh is None else parse_mesh(mesh)
+    backend = keras.backend.backend()
+    if backend == "jax":
+        scope = _keras_distribution(distribution, shape)
+    elif backend == "tensorflow":
+        scope = _tf_strategy(distribution, shape)
+    else:
+        raise ValueError(
+            f"distribution={distribution!r} is not available on the {backend} backend: Keras's fit "
+            "trains on one device there. Use the jax backend (data and model parallelism) or "
+            "tensorflow (data parallelism); see docs/distributed.md."
+        )
+    if batch_size is not None and batch_size % scope.replicas:
+        raise ValueError(
+            f"batch_size={batch_size} (the global batch) must be a multiple of the {scope.replicas} "
+            f"data-parallel replicas of distribution={distribution!r} on mesh {scope.mesh_shape}."
+        )
+    return scope
+
+
+def _keras_distribution(distribution, shape):
+    devices = keras.distribution.list_devices()
+    count = len(devices)
+    if distribution == "data":
+        if shape is not None and shape not in ((count,), (count, 1)):
+            raise ValueError(
+                f"distribution='data' replicates the model on all {count} devices; mesh={shape} "
+                f"does not match (leave mesh out, or give '{count}'). A (batch, model) mesh is for "
+                "distribution='model'."
+            )
+        return TrainingScope(keras.distribution.DataParallel(devices=devices), (count,), count)
+    shape = shape or (1, count)
+    if len(shape) == 1:
+        shape = (1, shape[0])
+    if shape[0] * shape[1] != count:
+        raise ValueError(
+            f"mesh {shape[0]}x{shape[1]} needs {shape[0] * shape[1]} devices; there are {count} "
+            f"({devices[:4]}{'...' if count > 4 else ''})."
+        )
+    device_mesh = keras.distribution.DeviceMesh(shape, ("batch", "model"), devices)
+    from kerasbert.encoder import Encoder
+
+    engine = keras.distribution.ModelParallel(
+        layout_map=Encoder.get_layout_map(device_mesh), batch_dim_name="batch"
+    )
+    return TrainingScope(engine, shape, shape[0])
+
+
+def _tf_strategy(distribution, shape):
+    if distribution == "model":
+        raise ValueError(
+            "distribution='model' (tensor parallelism) runs on the jax backend (keras.distribution); "
+            "on tensorflow use distribution='data' (MirroredStrategy)."
+        )
+    import os
+
+    import tensorflow as tf
+
+    if "TF_CONFIG" in os.environ:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    else:
+        strategy = tf.distribute.MirroredStrategy()
+    replicas = strategy.num_replicas_in_sync
+    if shape is not None and shape not in ((replicas,), (replicas, 1)):
+        raise ValueError(
+            f"distribution='data' on tensorflow uses all {replicas} replicas of {type(strategy).__name__}; "
+            f"mesh={shape} does not match (leave mesh out)."
+        )
+    return TrainingScope(strategy, (replicas,), replicas)

@@ -26,6 +26,7 @@ import os
 import keras
 
 from kerasbert import checkpointing
+from kerasbert.distribution import training_scope
 from kerasbert.utils.io import read_json, write_json
 
 OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop", "electra")
@@ -33,7 +34,7 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adamw", "lamb")
 ARCHITECTURE_FLAGS = ("num_layers", "hidden_dim", "num_heads", "intermediate_dim")
 # Settings that may change when a run is resumed.
-_RESUMABLE_CHANGES = ("steps", "resume", "verbose", "jit_compile", "keep_checkpoints")
+_RESUMABLE_CHANGES = ("steps", "resume", "verbose", "jit_compile", "keep_checkpoints", "distribution", "mesh")
 
 
 @dataclasses.dataclass
@@ -245,6 +246,8 @@ def pretrain(
     keep_checkpoints=2,
     seed=0,
     resume=False,
+    distribution=None,
+    mesh=None,
     callbacks=None,
     verbose=1,
 ):
@@ -290,14 +293,17 @@ def pretrain(
             dropout: two runs with the same seed give the same weights.
         resume: continue the run in `output` from its newest checkpoint; it
             ends with the weights an uninterrupted run would have.
+        distribution: None (one device), "data" or "model"; see
+            `kerasbert.distribution.training_scope` and docs/distributed.md.
+            `batch_size` is the global batch, split over the replicas.
+        mesh: the `(batch, model)` device mesh of "model", e.g. "2x4" or
+            (2, 4); default all devices on the model axis.
         callbacks: extra Keras callbacks for `fit`.
         verbose: `fit`'s verbosity (1: a progress bar).
     """
     # The run's settings are its arguments (recorded in run.json), less where
     # it is written and the callbacks.
     settings = {name: value for name, value in locals().items() if name not in ("output", "callbacks")}
-    from kerasbert.optimizers import pretraining_optimizer
-    from kerasbert.preprocessing.sentence_pairs import read_documents
     from kerasbert.tokenizers import Tokenizer
 
     _check_choice("objective", objective, OBJECTIVES)
@@ -318,11 +324,12 @@ def pretrain(
             f"log_every={log_every} (one history entry per log_every steps)."
         )
     _check_precision_runs_here(precision, jit_compile)
+    scope = training_scope(distribution, mesh, batch_size)
     paths = _files(train_files)
     output = os.fspath(output)
     settings.update(
         preset=os.fspath(preset), train_files=paths, log_every=log_every,
-        checkpoint_every=checkpoint_every,
+        checkpoint_every=checkpoint_every, mesh=None if mesh is None else list(scope.mesh_shape),
     )
     run_file = os.path.join(output, "run.json")
     if os.path.isfile(run_file):
@@ -355,20 +362,33 @@ def pretrain(
         tokenizer = Tokenizer.from_preset(settings["preset"])
         tokenizer.save_to_preset(tokenizer_dir)
 
-    keras.utils.set_random_seed(seed)
+    with scope:
+        model, recorder, preset_dir = _train(settings, config, tokenizer, paths, output, callbacks)
+    return PretrainingResult(model, tokenizer, recorder.history, preset_dir)
+
+
+def _train(settings, config, tokenizer, paths, output, callbacks):
+    """Builds, compiles and fits the task, then writes the final preset."""
+    from kerasbert.optimizers import pretraining_optimizer
+    from kerasbert.preprocessing.sentence_pairs import read_documents
+
+    objective, steps, verbose = settings["objective"], settings["steps"], settings["verbose"]
+    log_every, accumulation_steps = settings["log_every"], settings["accumulation_steps"]
+    keras.utils.set_random_seed(settings["seed"])
     encoder = _build_encoder(config, settings, tokenizer.vocabulary_size())
     model = _task(encoder, settings)
     model.compile(
         optimizer=pretraining_optimizer(
-            optimizer, learning_rate=learning_rate, total_steps=steps // accumulation_steps,
-            warmup_steps=warmup_steps, weight_decay=weight_decay, clipnorm=clipnorm,
+            settings["optimizer"], learning_rate=settings["learning_rate"],
+            total_steps=steps // accumulation_steps, warmup_steps=settings["warmup_steps"],
+            weight_decay=settings["weight_decay"], clipnorm=settings["clipnorm"],
             accumulation_steps=accumulation_steps,
         ),
-        jit_compile=jit_compile,
+        jit_compile=settings["jit_compile"],
     )
 
     start_step, history, random_state = 0, {}, {}
-    latest = checkpointing.latest_checkpoint(os.path.join(output, "checkpoints")) if resume else None
+    latest = checkpointing.latest_checkpoint(os.path.join(output, "checkpoints")) if settings["resume"] else None
     if latest:
         start_step, history, random_state = checkpointing.restore_checkpoint(latest, model)
         if verbose:
@@ -397,5 +417,6 @@ def pretrain(
         f"{len(paths)} file(s).",
     )
     tokenizer.save_to_preset(preset_dir)
-    return PretrainingResult(model, tokenizer, recorder.history, preset_dir)
+    return model, recorder, preset_dir
+
 

@@ -149,23 +149,91 @@ def _distribution(strategy, backend, mesh_shape):
     return keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch").scope()
 
 
+def run_cli(mesh):
+    """`kerasbert pretrain` under --distribution model --mesh MESH and under
+    --distribution data: the same seeded run, so the same final weights
+    (dropout included: Keras draws it with jax.random, the same under any
+    sharding)."""
+    import tempfile
+
+    kjv = os.path.join(os.path.dirname(__file__), "..", "data", "kjv_documents.txt")
+    with tempfile.TemporaryDirectory() as work:
+        return _compare_cli_runs(kjv, work, mesh)
+
+
+def _compare_cli_runs(kjv, work, mesh):
+    import numpy as np
+
+    from kerasbert.cli import main
+    from kerasbert.utils.io import read_safetensors
+
+    text = os.path.join(work, "kjv.txt")
+    with open(kjv, encoding="utf-8") as f, open(text, "w", encoding="utf-8") as out:
+        out.write("\n\n".join(f.read().split("\n\n")[:30]) + "\n")
+    weights, histories = {}, {}
+    for flags in (["--distribution", "model", "--mesh", mesh], ["--distribution", "data"]):
+        output = os.path.join(work, flags[1])
+        code = main([
+            "pretrain", "--preset", "bert_tiny_en_uncased", "--objective", "mlm+nsp", "--train-files", text,
+            "--output", output, "--from-scratch", "--vocabulary-size", "300", "--sequence-length", "32",
+            "--batch-size", "16", "--steps", "8", "--learning-rate", "2e-2", "--warmup-steps", "2",
+            "--num-layers", "1", "--hidden-dim", "16", "--num-heads", "2", "--intermediate-dim", "32",
+            "--verbose", "0", *flags,
+        ])
+        assert code == 0
+        weights[flags[1]] = read_safetensors(os.path.join(output, "preset", "encoder.safetensors"))
+        with open(os.path.join(output, "history.json")) as f:
+            histories[flags[1]] = json.load(f)
+    model, data = weights["model"], weights["data"]
+    return {
+        "strategy": "cli", "task": "pretrain", "mesh": mesh,
+        "max_abs_difference": max(float(np.max(np.abs(model[k] - data[k]))) for k in data),
+        "same_names": sorted(model) == sorted(data),
+        "loss": histories["model"]["loss"], "data_loss": histories["data"]["loss"],
+    }
+
+
 def run(backend, strategy, task, mesh="2x4"):
+    if strategy == "cli":
+        return run_cli(mesh)
     import keras
     import numpy as np
 
     import kerasbert
 
     mesh_shape = tuple(int(n) for n in mesh.split("x"))
-    if task == "uneven":  # BERT's vocabulary of 30,522 over a model axis of 4
+    if task == "uneven":  # BERT's vocabulary of 30,522 over a model axis of 4; 12 rows over 8 replicas
+        from kerasbert.distribution import training_scope
+
+        errors = {}
         with _distribution(strategy, backend, mesh_shape):
             try:
                 kerasbert.Encoder(vocabulary_size=30522, num_layers=1, num_heads=4, hidden_dim=16,
                                   intermediate_dim=32)
             except ValueError as error:
-                return {"strategy": strategy, "task": task, "mesh": mesh, "error": str(error)}
-        return {"strategy": strategy, "task": task, "mesh": mesh, "error": None}
-    tokenizer = kerasbert.Tokenizer.from_preset("all_minilm_l6_v2") if task == "classifier" else None
-    arguments = _fit_arguments(task)
+                errors["error"] = str(error)
+        try:
+            training_scope("data", batch_size=12)
+        except ValueError as error:
+            errors["batch_error"] = str(error)
+        return {"strategy": strategy, "task": task, "mesh": mesh, **errors}
+    tokenizer = kerasbert.Tokenizer.from_preset("all_minilm_l6_v2") if task in ("classifier", "partial") else None
+    arguments = None if task in ("uneven", "partial") else _fit_arguments(task)
+
+    if task == "partial":  # 12 sentences in batches of 8 over 8 replicas: the last 4 sit out
+        import math
+
+        with _distribution(strategy, backend, mesh_shape):
+            model = _build("classifier", tokenizer)
+            sentences = _fit_arguments("classifier")
+            arguments = {**sentences, "x": sentences["x"][:12], "y": sentences["y"][:12]}
+            before = [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
+            history = model.fit(**arguments, batch_size=8, epochs=2, verbose=0).history
+            after = [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
+        return {"strategy": strategy, "task": task, "mesh": mesh, "loss": history["loss"],
+                "finite": all(math.isfinite(v) for v in history["loss"]),
+                "moved": max(float(np.max(np.abs(a - b))) for a, b in zip(after, before)),
+                "steps": int(model.optimizer.iterations.numpy())}
 
     keras.utils.set_random_seed(0)
     # XLA cannot compile a step whose replicas' variables live on other

@@ -15,12 +15,14 @@ import keras
 import pytest
 
 import kerasbert
+from kerasbert.distribution import parse_mesh, training_scope
 
 BACKEND = keras.backend.backend()
 WORKER = os.path.join(os.path.dirname(__file__), "distributed_worker.py")
 SPECS = {
     "jax": ["data:masked_lm", "model:pretrainer:2x4", "data:classifier", "model:electra:4x2",
-            "model:uneven:2x4"],
+            "model:uneven:2x4", "cli:pretrain:2x4",
+            "data:partial"],
     "tensorflow": ["mirrored:masked_lm", "mirrored:classifier"],
 }
 MODEL_SHARDED = [  # (variable path, its axes under Encoder.get_layout_map); others are replicated
@@ -52,12 +54,12 @@ def results():
 
 
 def _trained(results):
-    return [r for r in results.values() if "max_abs_difference" in r]
+    return [r for r in results.values() if "placement" in r]
 
 
 def test_every_run_ends_with_the_single_device_weights(results):
     runs = _trained(results)
-    assert len(runs) == len(SPECS[BACKEND]) - (BACKEND == "jax")
+    assert len(runs) == len(SPECS[BACKEND]) - 3 * (BACKEND == "jax")
     for run in runs:
         # Training moved the weights far more than the two runs differ.
         assert run["max_abs_update"] > 1e-3, run["task"]
@@ -93,8 +95,26 @@ def test_data_parallel_replicates_every_variable(results):
 
 @pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution layouts are JAX's")
 def test_an_uneven_split_names_the_argument(results):
-    error = results[("model", "uneven")]["error"]
+    error = results[("model", "uneven")].get("error")
     assert error and "vocabulary_size = 30522" in error and "'model'" in error and "30524" in error
+    batch_error = results[("model", "uneven")].get("batch_error")
+    assert batch_error and "batch_size=12" in batch_error and "8 data-parallel replicas" in batch_error
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution is JAX's")
+def test_a_batch_that_does_not_split_over_the_replicas_is_cut(results):
+    # 12 sentences, batches of 8, 8 replicas: one step of 8 per epoch.
+    run = results[("data", "partial")]
+    assert run["finite"] and run["moved"] > 1e-4 and run["steps"] == 2
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="--distribution model is keras.distribution's (JAX)")
+def test_cli_pretrains_the_same_under_model_and_data_parallelism(results):
+    # Dropout on: both runs draw it with jax.random, which no sharding changes.
+    run = results[("cli", "pretrain")]
+    assert run["same_names"] and run["max_abs_difference"] <= 1e-4
+    assert run["loss"][-1] < run["loss"][0]
+    assert run["loss"] == pytest.approx(run["data_loss"], abs=1e-4)
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="tf.distribute is TensorFlow's")
@@ -127,3 +147,37 @@ def test_layout_map_on_another_axis_name_and_its_errors():
         kerasbert.Encoder.get_layout_map(_mesh(("data", "tensor")))
     with pytest.raises(TypeError, match="device_mesh must be a keras.distribution.DeviceMesh"):
         kerasbert.Encoder.get_layout_map((2, 4))
+
+
+# --- training_scope: choices and errors, in this (one-device) process -------------
+
+def test_training_scope_without_distribution_is_one_device():
+    with training_scope() as scope:
+        assert scope.engine is None and scope.replicas == 1
+
+
+@pytest.mark.parametrize("mesh", ["2x4", "8", (2, 4), [1, 8]])
+def test_parse_mesh(mesh):
+    assert parse_mesh(mesh) in ((2, 4), (8,), (1, 8))
+
+
+@pytest.mark.parametrize("mesh", ["2x", "axb", "0x8", (2, 2, 2), 8, "-1x8"])
+def test_parse_mesh_rejects(mesh):
+    with pytest.raises(ValueError, match="mesh must be BATCHxMODEL"):
+        parse_mesh(mesh)
+
+
+def test_training_scope_errors_name_the_argument():
+    with pytest.raises(ValueError, match="mesh='2x4' needs distribution"):
+        training_scope(mesh="2x4")
+    with pytest.raises(ValueError, match="distribution must be None, 'data' or 'model'; got 'tensor'"):
+        training_scope("tensor")
+    if BACKEND == "jax":
+        with pytest.raises(ValueError, match="mesh 2x4 needs 8 devices; there are 1"):
+            training_scope("model", "2x4")
+    elif BACKEND == "tensorflow":
+        with pytest.raises(ValueError, match="runs on the jax backend"):
+            training_scope("model", "2x4")
+    else:
+        with pytest.raises(ValueError, match="not available on the torch backend"):
+            training_scope("data")

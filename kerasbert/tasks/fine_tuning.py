@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.distribution import data_parallel_replicas
 from kerasbert.tasks.inputs import (
     COMPILED_SHAPES,
     GROUP_BY_LENGTH,
@@ -172,12 +173,12 @@ class FineTuningTask(Task):
     # -- fit / evaluate / predict on raw examples --------------------------
 
     def _feed(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False, keep_order=False,
-              sort_by_length=False):
+              sort_by_length=False, replicas=1):
         if self.preprocessor is None or not (isinstance(x, tf.data.Dataset) or is_raw(x)):
             return None
         return make_dataset(self.preprocessor, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
                             shapes=self._padded_shapes(), group_by_length=1 if keep_order else GROUP_BY_LENGTH,
-                            input_names=tuple(self.input), sort_by_length=sort_by_length)
+                            input_names=tuple(self.input), sort_by_length=sort_by_length, replicas=replicas)
 
     def _padded_shapes(self):
         # XLA compiles the step once per input shape: a few padded lengths
@@ -188,7 +189,7 @@ class FineTuningTask(Task):
             sample_weight=None, steps_per_epoch=None, **kwargs):
         """`keras.Model.fit`, also on raw examples (see the class doc);
         with the "auto" optimizer each call runs one full schedule."""
-        dataset = self._feed(x, y, sample_weight, batch_size, shuffle=shuffle)
+        dataset = self._feed(x, y, sample_weight, batch_size, shuffle=shuffle, replicas=data_parallel_replicas())
         if dataset is not None:
             x, y, sample_weight, batch_size = dataset, None, None, None
         if validation_data is not None and not isinstance(validation_data, tf.data.Dataset):

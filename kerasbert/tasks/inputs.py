@@ -194,7 +194,7 @@ def checked_batch_size(batch_size):
 
 def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, shuffle=False,
                  seed=None, boundaries=None, shapes=None, group_by_length=GROUP_BY_LENGTH, input_names=None,
-                 sort_by_length=False):
+                 sort_by_length=False, replicas=1):
     """A `tf.data.Dataset` of preprocessed, boundary-padded batches (and,
     with `sort_by_length`, the order of its examples).
 
@@ -229,6 +229,12 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
             their packed length, shortest first, and return `(dataset,
             order)`, where row i of the dataset is example `order[i]`
             (for prediction: the examples are tokenized once, for both).
+        replicas: data-parallel replicas that split every batch
+            (`kerasbert.distribution.data_parallel_replicas`); for training.
+            Above 1, each batch is cut to a multiple of it and a batch left
+            empty is skipped, so at most `replicas - 1` examples sit out an
+            epoch (which ones changes with shuffling): JAX's sharding
+            cannot split a batch of 4 rows over 8 devices.
     """
     batch_size = checked_batch_size(batch_size)
     batched, in_memory = False, not isinstance(x, tf.data.Dataset)
@@ -286,10 +292,28 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         if shuffle:
             dataset = dataset.shuffle(group_by_length, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(lambda *b: fit_to_boundary(unpack(*b), boundaries), **parallel)
+    if replicas > 1:
+        dataset = _whole_replica_batches(dataset, replicas, count if in_memory else None, batch_size)
     if input_names is not None:
         dataset = dataset.map(lambda *b: select_inputs(unpack(*b), input_names))
     dataset = without_autotune(dataset.prefetch(2))
     return (dataset, order) if sort_by_length else dataset
+
+
+def _whole_replica_batches(dataset, replicas, count, batch_size):
+    """Every batch cut to a multiple of `replicas` rows; empty ones skipped."""
+    def rows(batch):
+        return tf.shape(tf.nest.flatten(batch)[0])[0]
+
+    def cut(*batch):
+        keep = rows(batch) // replicas * replicas
+        return tf.nest.map_structure(lambda t: t[:keep], batch if len(batch) > 1 else batch[0])
+
+    dataset = dataset.map(cut).filter(lambda *batch: rows(batch) > 0)
+    if count is not None:  # filter() forgets the cardinality; fit's schedule needs it
+        batches = count // batch_size + (count % batch_size >= replicas)
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
+    return dataset
 
 
 def pack_batch(preprocessor, x, *, shapes=None, input_names=None):
