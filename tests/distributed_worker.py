@@ -230,7 +230,16 @@ def run(backend, strategy, task, mesh="2x4"):
             before = [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
             history = model.fit(**arguments, batch_size=8, epochs=2, verbose=0).history
             after = [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
+            try:  # evaluation drops no example: a last batch of 4 over 8 replicas is refused
+                model.evaluate(arguments["x"], arguments["y"], batch_size=8, verbose=0)
+                refused = None
+            except ValueError as error:
+                refused = str(error)
+            accuracy = model.evaluate(arguments["x"][:8], arguments["y"][:8], batch_size=8, verbose=0,
+                                      return_dict=True)["accuracy"]
+            predicted = model.predict(arguments["x"], batch_size=8, verbose=0).shape
         return {"strategy": strategy, "task": task, "mesh": mesh, "loss": history["loss"],
+                "evaluate_refused": refused, "accuracy": accuracy, "predicted": list(predicted),
                 "finite": all(math.isfinite(v) for v in history["loss"]),
                 "moved": max(float(np.max(np.abs(a - b))) for a, b in zip(after, before)),
                 "steps": int(model.optimizer.iterations.numpy())}

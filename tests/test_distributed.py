@@ -102,10 +102,13 @@ def test_an_uneven_split_names_the_argument(results):
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution is JAX's")
-def test_a_batch_that_does_not_split_over_the_replicas_is_cut(results):
+def test_a_training_batch_that_does_not_split_over_the_replicas_is_cut(results):
     # 12 sentences, batches of 8, 8 replicas: one step of 8 per epoch.
     run = results[("data", "partial")]
     assert run["finite"] and run["moved"] > 1e-4 and run["steps"] == 2
+    # Evaluation drops nothing: it refuses that last batch, takes 8 of 8, and predict returns all 12.
+    assert "last batch of 4 examples (of 12, batch_size=8)" in run["evaluate_refused"]
+    assert 0 <= run["accuracy"] <= 1 and run["predicted"] == [12, 2]
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="--distribution model is keras.distribution's (JAX)")

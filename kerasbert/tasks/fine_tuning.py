@@ -173,12 +173,13 @@ class FineTuningTask(Task):
     # -- fit / evaluate / predict on raw examples --------------------------
 
     def _feed(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False, keep_order=False,
-              sort_by_length=False, replicas=1):
+              sort_by_length=False, replicas=1, cut_partial_batch=True):
         if self.preprocessor is None or not (isinstance(x, tf.data.Dataset) or is_raw(x)):
             return None
         return make_dataset(self.preprocessor, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
                             shapes=self._padded_shapes(), group_by_length=1 if keep_order else GROUP_BY_LENGTH,
-                            input_names=tuple(self.input), sort_by_length=sort_by_length, replicas=replicas)
+                            input_names=tuple(self.input), sort_by_length=sort_by_length, replicas=replicas,
+                            cut_partial_batch=cut_partial_batch)
 
     def _padded_shapes(self):
         # XLA compiles the step once per input shape: a few padded lengths
@@ -212,7 +213,8 @@ class FineTuningTask(Task):
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """`keras.Model.evaluate`, also on raw examples."""
-        dataset = self._feed(x, y, sample_weight, batch_size)
+        dataset = self._feed(x, y, sample_weight, batch_size, replicas=data_parallel_replicas(),
+                             cut_partial_batch=False)
         if dataset is not None:
             x, y, sample_weight, batch_size = dataset, None, None, None
         return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)

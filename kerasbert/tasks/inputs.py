@@ -194,7 +194,7 @@ def checked_batch_size(batch_size):
 
 def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, shuffle=False,
                  seed=None, boundaries=None, shapes=None, group_by_length=GROUP_BY_LENGTH, input_names=None,
-                 sort_by_length=False, replicas=1):
+                 sort_by_length=False, replicas=1, cut_partial_batch=True):
     """A `tf.data.Dataset` of preprocessed, boundary-padded batches (and,
     with `sort_by_length`, the order of its examples).
 
@@ -234,9 +234,17 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
             Above 1, each batch is cut to a multiple of it and a batch left
             empty is skipped, so at most `replicas - 1` examples sit out an
             epoch (which ones changes with shuffling): JAX's sharding
-            cannot split a batch of 4 rows over 8 devices.
+            cannot split a batch of 4 rows over 8 devices. `batch_size`
+            must be a multiple of it.
+        cut_partial_batch: False (evaluation, where every example counts):
+            a last batch that does not split raises a ValueError instead.
     """
     batch_size = checked_batch_size(batch_size)
+    if batch_size % replicas:
+        raise ValueError(
+            f"batch_size={batch_size} (the global batch) must be a multiple of the {replicas} data-parallel "
+            "replicas of the active keras.distribution."
+        )
     batched, in_memory = False, not isinstance(x, tf.data.Dataset)
     if sort_by_length and (not in_memory or shuffle):
         raise ValueError("sort_by_length needs in-memory examples (not a tf.data.Dataset) and shuffle=False.")
@@ -292,7 +300,14 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         if shuffle:
             dataset = dataset.shuffle(group_by_length, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(lambda *b: fit_to_boundary(unpack(*b), boundaries), **parallel)
-    if replicas > 1:
+    if replicas > 1 and in_memory and not cut_partial_batch and count % batch_size % replicas:
+        raise ValueError(
+            f"The last batch of {count % batch_size} examples (of {count}, batch_size={batch_size}) cannot be "
+            f"split over the {replicas} data-parallel replicas of the active keras.distribution, and evaluation "
+            f"drops none. Choose a batch_size that is a multiple of {replicas} and leaves a last batch that is "
+            "one too (or divides the number of examples), or evaluate outside the distribution's scope."
+        )
+    if replicas > 1 and cut_partial_batch:
         dataset = _whole_replica_batches(dataset, replicas, count if in_memory else None, batch_size)
     if input_names is not None:
         dataset = dataset.map(lambda *b: select_inputs(unpack(*b), input_names))
