@@ -11,7 +11,8 @@ backend starts), which `tests/test_distributed.py` starts:
 
 Each argument is STRATEGY:TASK[:MESH], and gives one JSON line.
 STRATEGY: data or model (keras.distribution, JAX), mirrored (TensorFlow).
-TASK: masked_lm, pretrainer, classifier (raw sentences) or electra; or uneven,
+TASK: masked_lm, pretrainer, classifier (raw sentences), ner (words, CRF) or electra;
+qa, which trains a QuestionAnswerer under the distribution only; partial; or uneven,
 which builds an encoder the mesh cannot split evenly and reports the error.
 MESH: the (batch, model) mesh of model parallelism, e.g. 2x4 (the default).
 """
@@ -57,14 +58,30 @@ def _build(task, tokenizer, jit_compile=True):
     import keras
 
     import kerasbert
-    from kerasbert.preprocessing import TextPreprocessor
+    from kerasbert.preprocessing import (
+        QuestionAnsweringPreprocessor,
+        TextPreprocessor,
+        TokenClassificationPreprocessor,
+    )
 
-    size = dict(num_layers=2, num_heads=4, hidden_dim=16, intermediate_dim=32, max_sequence_length=32,
+    size = dict(num_layers=2, num_heads=4, hidden_dim=16, intermediate_dim=32, max_sequence_length=128,
                 dropout=0.0, initializer_range=0.2)
     if task == "classifier":
         preprocessor = TextPreprocessor(tokenizer, sequence_length=32, pad_to_sequence_length=False)
         model = kerasbert.TextClassifier(kerasbert.Encoder(vocabulary_size=30522, **size), num_classes=2,
                                          preprocessor=preprocessor, dropout=0.0)
+        model.compile(learning_rate=1e-3, warmup_fraction=0.0, jit_compile=jit_compile)
+        return model
+    if task == "ner":
+        preprocessor = TokenClassificationPreprocessor(tokenizer, sequence_length=32, pad_to_sequence_length=False)
+        model = kerasbert.TokenClassifier(kerasbert.Encoder(vocabulary_size=30522, **size), labels=_conll().label_names,
+                                          crf=True, preprocessor=preprocessor, dropout=0.0)
+        model.compile(learning_rate=1e-3, warmup_fraction=0.0, jit_compile=jit_compile)
+        return model
+    if task == "qa":
+        preprocessor = QuestionAnsweringPreprocessor(tokenizer, sequence_length=128, doc_stride=16,
+                                                     max_question_length=32)
+        model = kerasbert.QuestionAnswerer(kerasbert.Encoder(vocabulary_size=30522, **size), preprocessor=preprocessor)
         model.compile(learning_rate=1e-3, warmup_fraction=0.0, jit_compile=jit_compile)
         return model
     if task == "electra":
@@ -78,13 +95,31 @@ def _build(task, tokenizer, jit_compile=True):
     return model
 
 
+def _sample(name):
+    return os.path.join(os.path.dirname(__file__), "data", name)
+
+
+def _conll():
+    from kerasbert.readers import read_conll
+
+    return read_conll(_sample("conll2003_sample.txt"))
+
+
 def _fit_arguments(task):
     import numpy as np
+
+    if task == "ner":  # 13 sentences, 16 rows per batch: one batch of 8 (the rest sits out) per epoch
+        data = _conll()
+        return dict(x=(data.words * 4)[: BATCH * STEPS], y=(data.tag_ids() * 4)[: BATCH * STEPS], shuffle=False)
+    if task == "qa":
+        from kerasbert.readers import read_squad
+
+        return dict(x=read_squad(_sample("squad_v2_sample.json")), shuffle=False)
 
     if task == "classifier":
         from kerasbert.readers import read_glue_tsv
 
-        data = read_glue_tsv(os.path.join(os.path.dirname(__file__), "data", "glue_sst2.tsv"), "sentence", "label")
+        data = read_glue_tsv(_sample("glue_sst2.tsv"), "sentence", "label")
         x = (list(data.x) * 4)[: BATCH * STEPS]
         y = (list(data.y) * 4)[: BATCH * STEPS]
         return dict(x=x, y=y, shuffle=False)
@@ -217,7 +252,8 @@ def run(backend, strategy, task, mesh="2x4"):
         except ValueError as error:
             errors["batch_error"] = str(error)
         return {"strategy": strategy, "task": task, "mesh": mesh, **errors}
-    tokenizer = kerasbert.Tokenizer.from_preset("all_minilm_l6_v2") if task in ("classifier", "partial") else None
+    tokenizer = (kerasbert.Tokenizer.from_preset("all_minilm_l6_v2") if task in ("classifier", "partial", "ner", "qa")
+                 else None)
     arguments = None if task in ("uneven", "partial") else _fit_arguments(task)
 
     if task == "partial":  # 12 sentences in batches of 8 over 8 replicas: the last 4 sit out
@@ -243,6 +279,14 @@ def run(backend, strategy, task, mesh="2x4"):
                 "finite": all(math.isfinite(v) for v in history["loss"]),
                 "moved": max(float(np.max(np.abs(a - b))) for a, b in zip(after, before)),
                 "steps": int(model.optimizer.iterations.numpy())}
+
+    if task == "qa":  # 59 windows in batches of 16: 3 whole batches and 11 rows cut to 8, so 4 steps an epoch
+        with _distribution(strategy, backend, mesh_shape):
+            model = _build("qa", tokenizer)
+            history = model.fit(**arguments, batch_size=BATCH, epochs=2, verbose=0).history
+        return {"strategy": strategy, "task": task, "mesh": mesh, "loss": history["loss"],
+                "windows": len(model.windows(arguments["x"])), "steps": int(model.optimizer.iterations.numpy()),
+                "final_learning_rate": float(model.optimizer.learning_rate)}
 
     keras.utils.set_random_seed(0)
     # XLA cannot compile a step whose replicas' variables live on other

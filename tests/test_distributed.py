@@ -22,7 +22,7 @@ WORKER = os.path.join(os.path.dirname(__file__), "distributed_worker.py")
 SPECS = {
     "jax": ["data:masked_lm", "model:pretrainer:2x4", "data:classifier", "model:electra:4x2",
             "model:uneven:2x4", "cli:pretrain:2x4",
-            "data:partial"],
+            "data:partial", "data:ner", "data:qa"],
     "tensorflow": ["mirrored:masked_lm", "mirrored:classifier"],
 }
 MODEL_SHARDED = [  # (variable path, its axes under Encoder.get_layout_map); others are replicated
@@ -59,7 +59,7 @@ def _trained(results):
 
 def test_every_run_ends_with_the_single_device_weights(results):
     runs = _trained(results)
-    assert len(runs) == len(SPECS[BACKEND]) - 3 * (BACKEND == "jax")
+    assert len(runs) == len(SPECS[BACKEND]) - 4 * (BACKEND == "jax")
     for run in runs:
         # Training moved the weights far more than the two runs differ.
         assert run["max_abs_update"] > 1e-3, run["task"]
@@ -109,6 +109,15 @@ def test_a_training_batch_that_does_not_split_over_the_replicas_is_cut(results):
     # Evaluation drops nothing: it refuses that last batch, takes 8 of 8, and predict returns all 12.
     assert "last batch of 4 examples (of 12, batch_size=8)" in run["evaluate_refused"]
     assert 0 <= run["accuracy"] <= 1 and run["predicted"] == [12, 2]
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution is JAX's")
+def test_question_answerer_trains_on_whole_replica_batches_with_its_schedule(results):
+    run = results[("data", "qa")]
+    steps_per_epoch = run["windows"] // 16 + (run["windows"] % 16 >= 8)
+    assert run["steps"] == 2 * steps_per_epoch  # every batch ran, none was empty
+    assert run["final_learning_rate"] == pytest.approx(0.0, abs=1e-9)  # the decay reached its end on time
+    assert run["loss"][-1] < run["loss"][0]
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="--distribution model is keras.distribution's (JAX)")

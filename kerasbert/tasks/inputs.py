@@ -324,9 +324,18 @@ def _whole_replica_batches(dataset, replicas, count, batch_size):
         keep = rows(batch) // replicas * replicas
         return tf.nest.map_structure(lambda t: t[:keep], batch if len(batch) > 1 else batch[0])
 
-    dataset = dataset.map(cut).filter(lambda *batch: rows(batch) > 0)
-    if count is not None:  # filter() forgets the cardinality; fit's schedule needs it
+    # filter() forgets the cardinality, which fit's schedule needs: from the
+    # count of examples, or else (a dataset of known length) one pass that
+    # counts the batches that keep rows.
+    if count is not None:
         batches = count // batch_size + (count % batch_size >= replicas)
+    elif dataset.cardinality() >= 0:
+        whole = dataset.map(lambda *batch: tf.cast(rows(batch) >= replicas, tf.int64))
+        batches = int(whole.reduce(tf.constant(0, tf.int64), lambda total, n: total + n))
+    else:
+        batches = None
+    dataset = dataset.map(cut).filter(lambda *batch: rows(batch) > 0)
+    if batches is not None:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
     return dataset
 
