@@ -129,6 +129,19 @@ def test_classifier_under_mixed_precision_and_jit(minilm_tokenizer, sst2):
     assert logits.dtype == np.float32 and np.all(np.isfinite(logits))
 
 
+def test_a_preprocessor_longer_than_the_position_table_is_refused(minilm_tokenizer):
+    # Found training a QuestionAnswerer: positions past the table gave a NaN loss, no error.
+    encoder = small_encoder(max_sequence_length=32)
+    long = TextPreprocessor(minilm_tokenizer, sequence_length=64)
+    with pytest.raises(ValueError, match=r"sequence_length=64 .* \(max_sequence_length=32\)"):
+        kerasbert.TextClassifier(encoder, num_classes=2, preprocessor=long)
+    with pytest.raises(ValueError, match="sequence_length=64"):
+        kerasbert.QuestionAnswerer(encoder, preprocessor=QuestionAnsweringPreprocessor(
+            minilm_tokenizer, sequence_length=64, doc_stride=16, max_question_length=16))
+    fits = TextPreprocessor(minilm_tokenizer, sequence_length=32)
+    assert kerasbert.TextClassifier(encoder, num_classes=2, preprocessor=fits).preprocessor is fits
+
+
 def test_classifier_errors(minilm_tokenizer, sst2):
     with pytest.raises(ValueError, match="num_classes"):
         kerasbert.TextClassifier(small_encoder(), num_classes=0)

@@ -84,6 +84,15 @@ class Task(keras.Model):
             raise TypeError(
                 f"preprocessor must be a kerasbert preprocessing layer or None; got {type(preprocessor).__name__}."
             )
+        encoder = getattr(self, "encoder", None)
+        length = getattr(preprocessor, "sequence_length", None)
+        if encoder is not None and length is not None and length > encoder.max_sequence_length:
+            # Positions past the table would index outside it: NaN or garbage, not an error.
+            raise ValueError(
+                f"The preprocessor's sequence_length={length} is longer than the encoder's position table "
+                f"(max_sequence_length={encoder.max_sequence_length}). Give the preprocessor "
+                f"sequence_length <= {encoder.max_sequence_length}."
+            )
         self.preprocessor = preprocessor
 
     def get_config(self):
