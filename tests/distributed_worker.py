@@ -67,7 +67,8 @@ def _build(task, tokenizer, jit_compile=True):
     size = dict(num_layers=2, num_heads=4, hidden_dim=16, intermediate_dim=32, max_sequence_length=128,
                 dropout=0.0, initializer_range=0.2)
     if task == "classifier":
-        preprocessor = TextPreprocessor(tokenizer, sequence_length=32, pad_to_sequence_length=False)
+        # TensorFlow's replicas (no XLA) retrace per padded length: one length there.
+        preprocessor = TextPreprocessor(tokenizer, sequence_length=32, pad_to_sequence_length=not jit_compile)
         model = kerasbert.TextClassifier(kerasbert.Encoder(vocabulary_size=30522, **size), num_classes=2,
                                          preprocessor=preprocessor, dropout=0.0)
         model.compile(learning_rate=1e-3, warmup_fraction=0.0, jit_compile=jit_compile)
@@ -134,12 +135,17 @@ def _fit_arguments(task):
 
 
 def _train(model, arguments):
+    """STEPS steps, then (for the time per step) STEPS more, except for the
+    fine-tuning tasks, whose recipe compiles anew on every fit (so a second
+    fit would time the tracing, which is slow on 8 TensorFlow replicas)."""
     import keras
 
     model.fit(**arguments, batch_size=BATCH, epochs=1, verbose=0)  # compiles; STEPS steps
-    start = time.perf_counter()
-    model.fit(**arguments, batch_size=BATCH, epochs=1, verbose=0)
-    seconds = (time.perf_counter() - start) / STEPS
+    seconds = None
+    if not hasattr(model, "_recipe"):
+        start = time.perf_counter()
+        model.fit(**arguments, batch_size=BATCH, epochs=1, verbose=0)
+        seconds = (time.perf_counter() - start) / STEPS
     return [keras.ops.convert_to_numpy(v) for v in model.trainable_variables], seconds
 
 
