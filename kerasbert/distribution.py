@@ -74,7 +74,7 @@ def check_shardable(config):
         for size, name, axis in zip(shape, names, layout.axes):
             if axis is None:
                 continue
-            devices = mesh.shape[list(mesh.axis_names).index(axis)]
+            devices = _axis_size(mesh, axis)
             if size % devices:
                 multiple = -(-size // devices) * devices
                 raise ValueError(
@@ -94,8 +94,21 @@ def data_parallel_replicas():
     distribution = keras.distribution.distribution()
     if distribution is None or keras.backend.backend() != "jax":
         return 1
-    mesh = distribution.device_mesh
-    return mesh.shape[list(mesh.axis_names).index(distribution.batch_dim_name)]
+    return _axis_size(distribution.device_mesh, distribution.batch_dim_name)
+
+
+def _axis_size(device_mesh, axis_name):
+    return device_mesh.shape[list(device_mesh.axis_names).index(axis_name)]
+
+
+def check_global_batch(batch_size, replicas):
+    """A ValueError unless `batch_size`, the global batch, splits evenly over
+    `replicas` data-parallel replicas."""
+    if batch_size % replicas:
+        raise ValueError(
+            f"batch_size={batch_size} (the global batch) must be a multiple of the {replicas} "
+            "data-parallel replicas it is split over."
+        )
 
 
 class TrainingScope:
@@ -178,11 +191,8 @@ def training_scope(distribution=None, mesh=None, batch_size=None):
             "trains on one device there. Use the jax backend (data and model parallelism) or "
             "tensorflow (data parallelism); see docs/distributed.md."
         )
-    if batch_size is not None and batch_size % scope.replicas:
-        raise ValueError(
-            f"batch_size={batch_size} (the global batch) must be a multiple of the {scope.replicas} "
-            f"data-parallel replicas of distribution={distribution!r} on mesh {scope.mesh_shape}."
-        )
+    if batch_size is not None:
+        check_global_batch(batch_size, scope.replicas)
     return scope
 
 

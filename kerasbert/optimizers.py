@@ -481,7 +481,8 @@ def pretraining_optimizer(
 ):
     """The BERT recipe's optimizer: AdamW or LAMB, warmup and decay, clipping.
 
-    Returns an `AdamW` (Keras's, see below) or a `Lamb` with:
+    Returns this module's `AdamW` (Keras's AdamW, clipping the global
+    gradient under `tf.distribute`) or a `Lamb` with:
 
     * a `WarmupDecay` schedule peaking at `learning_rate` after
       `warmup_steps` updates and reaching `end_learning_rate` at

@@ -170,10 +170,8 @@ def _placement(model, backend):
 
 
 def _distribution(strategy, backend, mesh_shape):
-    import keras
-
-    import kerasbert
-
+    """The library's `training_scope` on JAX; on TensorFlow a MirroredStrategy
+    over the 8 logical CPUs (the default one, with no GPU, takes only CPU:0)."""
     if strategy == "mirrored":
         import tensorflow as tf
 
@@ -182,12 +180,9 @@ def _distribution(strategy, backend, mesh_shape):
         if "mirrored" not in _STRATEGIES:
             _STRATEGIES["mirrored"] = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(DEVICES)])
         return _STRATEGIES["mirrored"].scope()
-    devices = keras.distribution.list_devices()
-    if strategy == "data":
-        return keras.distribution.DataParallel(devices=devices).scope()
-    mesh = keras.distribution.DeviceMesh(mesh_shape, ("batch", "model"), devices)
-    layout_map = kerasbert.Encoder.get_layout_map(mesh)
-    return keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch").scope()
+    from kerasbert.distribution import training_scope
+
+    return training_scope(strategy, mesh_shape if strategy == "model" else None)
 
 
 def run_cli(mesh):

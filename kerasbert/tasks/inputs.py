@@ -17,6 +17,8 @@ batches hold rows of similar length and little padding.
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.distribution import check_global_batch
+
 DEFAULT_BOUNDARIES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 # Batches regrouped by length at a time (see `make_dataset`).
 GROUP_BY_LENGTH = 16
@@ -240,11 +242,7 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
             a last batch that does not split raises a ValueError instead.
     """
     batch_size = checked_batch_size(batch_size)
-    if batch_size % replicas:
-        raise ValueError(
-            f"batch_size={batch_size} (the global batch) must be a multiple of the {replicas} data-parallel "
-            "replicas of the active keras.distribution."
-        )
+    check_global_batch(batch_size, replicas)
     batched, in_memory = False, not isinstance(x, tf.data.Dataset)
     if sort_by_length and (not in_memory or shuffle):
         raise ValueError("sort_by_length needs in-memory examples (not a tf.data.Dataset) and shuffle=False.")
@@ -281,8 +279,7 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         if boundaries is None:
             boundaries = fitted_boundaries(lengths, sequence_length, shapes, shape_cost=SHAPE_COST)
     elif boundaries is None:
-        table = DEFAULT_BOUNDARIES if shapes is not None else range(PADDING_MULTIPLE, sequence_length, PADDING_MULTIPLE)
-        boundaries = length_boundaries(sequence_length, tuple(table))
+        boundaries = _unknown_length_boundaries(sequence_length, shapes)
     if in_memory and shuffle:
         dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
     parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
@@ -313,6 +310,13 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         dataset = dataset.map(lambda *b: select_inputs(unpack(*b), input_names))
     dataset = without_autotune(dataset.prefetch(2))
     return (dataset, order) if sort_by_length else dataset
+
+
+def _unknown_length_boundaries(sequence_length, shapes):
+    """Padded lengths for batches whose lengths are not known up front:
+    every multiple of 8, or with `shapes` the few `DEFAULT_BOUNDARIES`."""
+    table = DEFAULT_BOUNDARIES if shapes is not None else range(PADDING_MULTIPLE, sequence_length, PADDING_MULTIPLE)
+    return length_boundaries(sequence_length, tuple(table))
 
 
 def _whole_replica_batches(dataset, replicas, count, batch_size):
@@ -347,9 +351,7 @@ def pack_batch(preprocessor, x, *, shapes=None, input_names=None):
     `length_boundaries`). For predicting a handful of examples, where
     building and tracing a tf.data pipeline costs far more than the model."""
     batch = preprocessor.pack_examples(preprocessor.tokenize_examples(x))
-    sequence_length = preprocessor.sequence_length
-    table = DEFAULT_BOUNDARIES if shapes is not None else range(PADDING_MULTIPLE, sequence_length, PADDING_MULTIPLE)
-    batch = fit_to_boundary(batch, length_boundaries(sequence_length, tuple(table)))
+    batch = fit_to_boundary(batch, _unknown_length_boundaries(preprocessor.sequence_length, shapes))
     return batch if input_names is None else select_inputs(batch, input_names)
 
 
