@@ -8,7 +8,8 @@ gradients), plus the training history up to that step. It is written under
 a temporary name and renamed into place when complete, and
 `checkpoint.json` is its last file, so a directory that exists with that file
 is whole: a run killed while saving leaves at most a `.tmp-*` directory that
-nothing ever loads.
+nothing ever loads. `checkpoint.json` records the size and SHA-256 digest of
+the state file, and a state file that does not match is refused.
 """
 
 import os
@@ -18,6 +19,7 @@ import shutil
 import keras
 import numpy as np
 
+from kerasbert.utils.integrity import check_recorded, digests
 from kerasbert.utils.io import (
     atomic_directory,
     read_json,
@@ -72,7 +74,8 @@ def save_checkpoint(directory, model, step, history):
             "step": step,
             "history": history,
             "variables": {key: v.path for key, v in states},
-        })
+            "files": digests(tmp, (STATE_FILE,)),
+        }, seal=True)
     return path
 
 
@@ -108,7 +111,13 @@ def restore_checkpoint(path, model):
     returns `(step, history, random_state)`, the last for
     `set_global_random_state`."""
     info = read_json(os.path.join(path, INFO_FILE), "checkpoint file")
-    tensors = read_safetensors(os.path.join(path, STATE_FILE))
+    try:
+        check_recorded(path, STATE_FILE, info, os.path.join(path, INFO_FILE))
+        tensors = read_safetensors(os.path.join(path, STATE_FILE))
+    except ValueError as error:
+        older = [p for _, p in list_checkpoints(os.path.dirname(path)) if p != path]
+        hint = f" Delete {path} to resume from {older[-1]}." if older else ""
+        raise ValueError(f"{error}{hint}") from None
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
     states = _states(model)

@@ -4,12 +4,15 @@ Results go to stdout (or to an --output file, written atomically); progress
 lines go to stderr. Exit status: 0 on success, 2 for bad usage or input
 (argparse's own errors, and ValueError, TypeError, FileNotFoundError,
 FileExistsError or NotImplementedError raised by a command, printed as one
-line `kerasbert COMMAND: error: ...`); anything else is a bug or a failure
-of the machine, shown with its traceback (exit status 1).
+line `kerasbert COMMAND: error: ...`; also IsADirectoryError,
+NotADirectoryError and PermissionError, a path that cannot be used); anything
+else is a bug or a failure of the machine, shown with its traceback (exit
+status 1).
 """
 
 import argparse
 import json
+import math
 import os
 import sys
 import textwrap
@@ -23,6 +26,28 @@ EXIT_CODES = """exit status:
   1  an unexpected failure (a Python traceback)
 
 Results go to stdout or --output; progress lines go to stderr. Every command: docs/cli.md."""
+
+
+def _number(text):
+    """A finite number (an argparse type): NaN and infinities are refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number; got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number; got {text!r}")
+    return value
+
+
+def _positive_int(text):
+    """An integer >= 1 (an argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    return value
 
 
 def _presets(args):
@@ -94,16 +119,16 @@ def _add_pretrain(commands):
     for flag in ("num-layers", "hidden-dim", "num-heads", "intermediate-dim"):
         add(f"--{flag}", type=int, metavar="N", help="change the preset's architecture (needs --from-scratch)")
     add("--optimizer", choices=OPTIMIZERS, default="adamw", help="AdamW or LAMB (default adamw)")
-    add("--learning-rate", type=float, default=1e-4, metavar="LR", help="peak learning rate (default 1e-4)")
+    add("--learning-rate", type=_number, default=1e-4, metavar="LR", help="peak learning rate (default 1e-4)")
     add("--warmup-steps", type=int, metavar="N", help="linear warmup (default: 10%% of the updates)")
-    add("--weight-decay", type=float, default=0.01, metavar="X", help="decoupled weight decay (default 0.01)")
-    add("--clipnorm", type=float, default=1.0, metavar="X", help="global gradient-norm clipping (default 1.0)")
+    add("--weight-decay", type=_number, default=0.01, metavar="X", help="decoupled weight decay (default 0.01)")
+    add("--clipnorm", type=_number, default=1.0, metavar="X", help="global gradient-norm clipping (default 1.0)")
     add("--accumulation-steps", type=int, default=1, metavar="N", help="gradient accumulation")
     add("--precision", choices=PRECISIONS, default="float32", help="a Keras dtype policy (default float32)")
     add("--jit-compile", choices=("auto", "true", "false"), default="auto",
         help="XLA / torch.compile for the train step (auto: Keras's choice)")
     add("--whole-word", action="store_true", help="whole-word masking")
-    add("--generator-fraction", type=float, metavar="F",
+    add("--generator-fraction", type=_number, metavar="F",
         help="ELECTRA generator size relative to the discriminator (default: the paper's)")
     add("--log-every", type=int, metavar="N", help="steps per history entry")
     add("--checkpoint-every", type=int, metavar="N", help="steps between checkpoints")
@@ -214,12 +239,12 @@ def _add_finetune(commands):
     add("--max-answer-length", type=int, default=30, metavar="N", help="squad: the longest answer in tokens")
     add("--batch-size", type=int, default=32, metavar="N", help="examples per training step (default 32)")
     add("--epochs", type=int, default=3, metavar="N", help="passes over the training file (default 3)")
-    add("--learning-rate", type=float, metavar="LR", help="peak learning rate (default 5e-5)")
-    add("--head-learning-rate-multiplier", type=float, metavar="X",
+    add("--learning-rate", type=_number, metavar="LR", help="peak learning rate (default 5e-5)")
+    add("--head-learning-rate-multiplier", type=_number, metavar="X",
         help="the new head's learning rate relative to the encoder's (default 10)")
-    add("--layer-decay", type=float, metavar="X", help="layer-wise learning-rate decay in (0, 1] (default 1)")
-    add("--weight-decay", type=float, metavar="X", help="AdamW weight decay (default 0.01)")
-    add("--warmup-fraction", type=float, metavar="X", help="share of the updates spent warming up (default 0.1)")
+    add("--layer-decay", type=_number, metavar="X", help="layer-wise learning-rate decay in (0, 1] (default 1)")
+    add("--weight-decay", type=_number, metavar="X", help="AdamW weight decay (default 0.01)")
+    add("--warmup-fraction", type=_number, metavar="X", help="share of the updates spent warming up (default 0.1)")
     add("--accumulation-steps", type=int, default=1, metavar="N", help="gradient accumulation")
     add("--precision", choices=PRECISIONS, default="float32", help="a Keras dtype policy (default float32)")
     add("--jit-compile", choices=("auto", "true", "false"), default="auto",
@@ -228,7 +253,7 @@ def _add_finetune(commands):
         help="the validation metric that picks the best epoch (default: accuracy, pearson with "
         "--regression, f1 for ner and squad)")
     add("--patience", type=int, metavar="N", help="stop after N epochs without a better --metric")
-    add("--null-score-threshold", type=float, metavar="X",
+    add("--null-score-threshold", type=_number, metavar="X",
         help="squad v2.0: answer nothing when the no-answer score beats the best span by more (default 0)")
     add("--from-scratch", action="store_true", help="random initial weights (a baseline)")
     add("--seed", type=int, default=0, metavar="N",
@@ -245,7 +270,13 @@ def _export(args):
     for name in ("top_k", "n_best_size", "max_answer_length", "null_score_threshold"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
-    path = load_task(args.preset).export(args.output, overwrite=args.overwrite, **options)
+    task = load_task(args.preset)
+    kind = type(task).__name__
+    if args.pairs and kind != "TextClassifier":
+        raise ValueError(f"--pairs is for TextClassifier presets; {args.preset} holds a {kind}.")
+    _only_for(kind, "MaskedLM", args, ("top_k",))
+    _only_for(kind, "QuestionAnswerer", args, ("n_best_size", "max_answer_length", "null_score_threshold"))
+    path = task.export(args.output, overwrite=args.overwrite, **options)
     print(f"SavedModel written: {path} (signature serving_default; docs/export.md)")
     return 0
 
@@ -264,12 +295,12 @@ def _add_export(commands):
     add("output", metavar="OUTPUT", help="the SavedModel directory to create")
     add("--pairs", action="store_true",
         help="text classifiers: take sentence pairs (inputs text and text_pair)")
-    add("--top-k", type=int, metavar="K", help="masked LM: the candidates returned per mask (default 5)")
-    add("--n-best-size", type=int, metavar="N",
+    add("--top-k", type=_positive_int, metavar="K", help="masked LM: the candidates returned per mask (default 5)")
+    add("--n-best-size", type=_positive_int, metavar="N",
         help="question answering: the best starts and ends of each window paired into spans (default 20)")
-    add("--max-answer-length", type=int, metavar="N",
+    add("--max-answer-length", type=_positive_int, metavar="N",
         help="question answering: the longest answer in tokens (default 30)")
-    add("--null-score-threshold", type=float, metavar="X",
+    add("--null-score-threshold", type=_number, metavar="X",
         help="question answering, SQuAD v2.0: answer \"\" when the no-answer score beats the best span by "
         "more than X (default: always answer with a span)")
     add("--overwrite", action="store_true", help="replace OUTPUT if it exists (only once the new export is complete)")
@@ -291,6 +322,13 @@ def _step(message):
 def _check_file(flag, path):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{flag} {path!r} is not a file.")
+    return path
+
+
+def _check_output(path, flag="--output"):
+    """A file to write: not a directory (before any work is done)."""
+    if path is not None and os.path.isdir(path):
+        raise IsADirectoryError(f"{flag} {path!r} is a directory; give the path of a file to write.")
     return path
 
 
@@ -532,6 +570,7 @@ def _evaluate(args):
     from kerasbert.readers import read_conll, read_squad
     from kerasbert.utils.io import write_json
 
+    _check_output(args.output)
     _check_file("--file", args.file)
     task = _load_task(args.preset)
     kind = type(task).__name__
@@ -633,12 +672,12 @@ def _add_evaluate(commands):
     add("--labels", metavar="A,B,...",
         help="classification: the class names as written in the file, in class-id order (default: the "
         "run's, the task's, or the file's sorted)")
-    add("--null-score-threshold", type=float, metavar="X",
+    add("--null-score-threshold", type=_number, metavar="X",
         help="squad: answer nothing when the no-answer score beats the best span by more (default: the "
         "run's; 0 for a file with impossible questions, else always a span)")
-    add("--max-answer-length", type=int, metavar="N",
+    add("--max-answer-length", type=_positive_int, metavar="N",
         help="squad: the longest answer in tokens (default: the run's, else 30)")
-    add("--batch-size", type=int, default=32, metavar="N", help="examples per prediction batch (default 32)")
+    add("--batch-size", type=_positive_int, default=32, metavar="N", help="examples per prediction batch (default 32)")
     add("--output", metavar="JSON", help="also write the metrics to this JSON file")
     parser.set_defaults(run=_evaluate)
 
@@ -646,6 +685,7 @@ def _add_evaluate(commands):
 # -- predict -----------------------------------------------------------------------
 
 def _predict(args):
+    _check_output(args.output)
     if args.file is not None:
         _check_file("--file", args.file)
     task = _load_task(args.preset)
@@ -782,12 +822,12 @@ def _add_predict(commands):
         help="inputs instead of TEXT: one text per line (blank lines skipped), a tab between the two texts "
         "with --pairs; question answering: JSON lines {\"question\", \"context\"} or a SQuAD JSON file")
     add("--pairs", action="store_true", help="text classifiers: the inputs are sentence pairs")
-    add("--null-score-threshold", type=float, metavar="X",
+    add("--null-score-threshold", type=_number, metavar="X",
         help="question answering: answer \"\" when the no-answer score beats the best span by more "
         "(default: the run's, else always a span)")
-    add("--max-answer-length", type=int, metavar="N",
+    add("--max-answer-length", type=_positive_int, metavar="N",
         help="question answering: the longest answer in tokens (default: the run's, else 30)")
-    add("--batch-size", type=int, default=32, metavar="N", help="inputs per prediction batch (default 32)")
+    add("--batch-size", type=_positive_int, default=32, metavar="N", help="inputs per prediction batch (default 32)")
     add("--output", metavar="PATH", help="write the JSON lines to this file (replaced atomically) instead of stdout")
     parser.set_defaults(run=_predict)
 
@@ -800,6 +840,7 @@ def _embed(args):
     import kerasbert
     from kerasbert.utils.io import atomic_file
 
+    _check_output(args.output)
     texts = _read_texts(args)
     options = {name: getattr(args, name) for name in ("pooling", "normalize") if getattr(args, name) is not None}
     _step(f"loading {args.preset} ...")
@@ -841,7 +882,7 @@ def _add_embed(commands):
         help="pool the mean over real tokens or the first token (default: the preset's, else mean)")
     add("--normalize", action=argparse.BooleanOptionalAction,
         help="scale each vector to unit length, so dot products are cosine similarities (default: the preset's)")
-    add("--batch-size", type=int, default=32, metavar="N", help="texts per prediction batch (default 32)")
+    add("--batch-size", type=_positive_int, default=32, metavar="N", help="texts per prediction batch (default 32)")
     parser.set_defaults(run=_embed)
 
 
@@ -884,8 +925,11 @@ def main(argv=None):
         args.jit_compile = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     try:
         return args.run(args)
-    except (ValueError, TypeError, NotImplementedError, FileNotFoundError, FileExistsError) as e:
+    except (ValueError, TypeError, NotImplementedError, FileNotFoundError, FileExistsError, IsADirectoryError,
+            NotADirectoryError, PermissionError) as e:
         parser.exit(2, f"kerasbert {args.command}: error: {e}\n")
+    except (FloatingPointError, MemoryError) as e:  # a NaN loss or out of memory (kerasbert.tasks.training_faults)
+        parser.exit(3, f"kerasbert {args.command}: training stopped: {e}\n")
 
 
 if __name__ == "__main__":

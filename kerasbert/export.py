@@ -47,6 +47,9 @@ def export(task, path, overwrite=False, **options):
             f"this {type(task).__name__} has no preprocessor, so its SavedModel could not take text; build it "
             "with from_preset or pass preprocessor=..."
         )
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"path must be the SavedModel directory to create (a str or os.PathLike); got "
+                        f"{type(path).__name__} {path!r:.80}.")
     serving(**options)  # bad options fail here, before anything is written
     path = os.fspath(path)
     with replacing_directory(path, overwrite) as written:

@@ -30,13 +30,11 @@ Layout of `output/`:
 import dataclasses
 import numbers
 import os
-import shutil
-import tempfile
 
 import keras
 import numpy as np
 
-from kerasbert.utils.io import write_json
+from kerasbert.utils.io import replacing_directory, write_json
 
 TASKS = ("classification", "ner", "squad")
 # Validation metrics each task can select the best epoch by; the first is
@@ -348,32 +346,11 @@ class _Validator:
 
 
 def _save_preset(model, directory, record):
-    """Writes the task preset and its record to a temporary directory next
-    to `directory`, then puts it in `directory`'s place: `directory` is
-    always either the previous complete preset or the new complete one (a
-    crash between the two renames leaves the previous one as
-    `.old-<name>-*` beside it)."""
-    parent, name = os.path.split(os.path.abspath(directory))
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=parent)
-    old = None
-    try:
-        model.save_to_preset(tmp)  # every file written and flushed atomically
-        write_json(os.path.join(tmp, RECORD_FILE), record)
-        if os.path.isdir(directory):
-            old = tempfile.mkdtemp(prefix=f".old-{name}-", dir=parent)
-            os.rmdir(old)
-            os.rename(directory, old)
-        try:
-            os.rename(tmp, directory)
-        except BaseException:
-            if old is not None:  # put the previous preset back
-                os.rename(old, directory)
-                old = None
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+    """Writes the task preset and its record beside `directory`, then puts
+    them in its place as a whole (`replacing_directory`)."""
+    with replacing_directory(directory, overwrite=True) as staged:
+        model.save_to_preset(staged)
+        write_json(os.path.join(staged, RECORD_FILE), record, seal=True)
 
 
 class _EpochRecorder(keras.callbacks.Callback):

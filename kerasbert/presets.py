@@ -26,10 +26,13 @@ import shutil
 import numpy as np
 
 from kerasbert.convert import huggingface
+from kerasbert.utils.checks import show
+from kerasbert.utils.integrity import check_recorded, digests
 from kerasbert.utils.io import (
     atomic_directory,
     read_json,
     read_safetensors,
+    updating_directory,
     write_json,
     write_safetensors,
 )
@@ -95,10 +98,10 @@ def get_preset(name):
 
 
 def _unknown_preset_message(name):
-    close = difflib.get_close_matches(str(name), list_presets(), n=3)
+    close = difflib.get_close_matches(str(name)[:200], list_presets(), n=3)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
     return (
-        f"preset={name!r} is not a built-in preset, a directory, or an "
+        f"preset={show(name)} is not a built-in preset, a directory, or an "
         f"hf://org/name reference.{hint} Built-in presets: "
         f"{', '.join(list_presets())}."
     )
@@ -157,7 +160,7 @@ def _check_reference(preset):
     if not isinstance(preset, (str, os.PathLike)) or isinstance(preset, bytes):
         raise TypeError(
             f"preset must be a preset name, a directory path or an "
-            f"'hf://org/name' string; got {type(preset).__name__}: {preset!r}."
+            f"'hf://org/name' string; got {type(preset).__name__}: {show(preset)}."
         )
     return os.fspath(preset)
 
@@ -194,16 +197,40 @@ def preset_directory(preset):
 def _encoder_kwargs(spec, source):
     from kerasbert.encoder import Encoder
 
-    config = spec.get("encoder")
+    return checked_arguments(Encoder, spec.get("encoder"), f"{source}: 'encoder'")
+
+
+def checked_arguments(cls, config, source, reserved=("dtype",)):
+    """`config` (read from a file), refused with a ValueError naming
+    `source` unless it is an object whose keys are all constructor
+    arguments of `cls`. Files name arguments, never classes or functions."""
     if not isinstance(config, dict):
-        raise ValueError(f"{source} has no 'encoder' object describing the architecture.")
-    accepted = set(inspect.signature(Encoder.__init__).parameters) - {"self", "kwargs", "dtype"}
+        raise ValueError(
+            f"{source} must be a JSON object of {cls.__name__} arguments; got {type(config).__name__}."
+        )
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "args", "kwargs", *reserved}
     unknown = sorted(set(config) - accepted)
     if unknown:
         raise ValueError(
-            f"{source}: unknown encoder argument(s) {unknown}; accepted: {sorted(accepted)}."
+            f"{source}: unknown {cls.__name__} argument(s) {unknown}; accepted: {sorted(accepted)}."
         )
+    for name, value in config.items():
+        if _names_code(value):
+            raise ValueError(
+                f"{source}: {name}={value!r} names a class or function; preset files hold plain values "
+                "(numbers, strings, lists), never code to load."
+            )
     return config
+
+
+def _names_code(value):
+    """Whether a JSON value is (or holds) a serialised Keras object."""
+    if isinstance(value, dict):
+        return bool({"class_name", "module", "registered_name"} & set(value)) or any(
+            _names_code(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_names_code(v) for v in value)
+    return False
 
 
 def _load_kerasbert_directory(directory, load_weights, dtype):
@@ -213,8 +240,29 @@ def _load_kerasbert_directory(directory, load_weights, dtype):
     spec = read_json(path, "kerasbert preset file")
     encoder = Encoder(**_encoder_kwargs(spec, path), dtype=dtype)
     if load_weights:
+        check_recorded(directory, WEIGHTS_FILE, spec, path)
         _assign_weights(encoder, os.path.join(directory, WEIGHTS_FILE))
     return encoder
+
+
+def check_preset_files(directory, names):
+    """Checks those of `names` in `directory` against the sizes and digests
+    `preset.json` records, when `directory` is a kerasbert preset directory."""
+    path = os.path.join(directory, PRESET_FILE)
+    if os.path.isfile(path):
+        spec = read_json(path, "kerasbert preset file")
+        for name in names:
+            check_recorded(directory, name, spec, path)
+
+
+def record_preset_files(directory):
+    """Rewrites `preset.json`'s records of the weights and tokenizer files
+    in `directory` (after a tokenizer is saved into a preset directory)."""
+    path = os.path.join(directory, PRESET_FILE)
+    if os.path.isfile(path):
+        spec = read_json(path, "kerasbert preset file")
+        spec["files"] = digests(directory, (WEIGHTS_FILE, *TOKENIZER_FILES))
+        write_json(path, spec, seal=True)
 
 
 def _assign_weights(encoder, path):
@@ -248,8 +296,8 @@ def _cached_builtin(name):
         with atomic_directory(cached) as tmp:
             encoder = huggingface.load_huggingface_encoder(source)
             _check_matches_spec(encoder, spec, name)
-            save_to_preset(encoder, tmp, _spec=spec)
-            _copy_tokenizer_files(source, tmp)
+            _copy_tokenizer_files(source, tmp)  # before preset.json, which records them
+            write_encoder_files(encoder, tmp, name, spec)
     return cached
 
 
@@ -350,9 +398,13 @@ def save_to_preset(encoder, preset_dir, _spec=None, **metadata):
     """Writes `encoder` as a kerasbert preset directory.
 
     The directory gets `preset.json` (architecture and metadata) and
-    `encoder.safetensors` (float32 weights keyed by variable path). Each file
-    is written atomically; the weights go first, so a `preset.json` on disk
-    always describes complete weights.
+    `encoder.safetensors` (float32 weights keyed by variable path);
+    `preset.json` records the size and SHA-256 digest of the weights and of
+    any tokenizer files in the directory, and loading refuses a file that
+    does not match its record. Other files already in the directory are
+    kept. The directory is replaced as a whole (`updating_directory`): a
+    reader, or a process killed while saving, sees the previous preset or
+    the new one, never a mixture.
 
     Args:
         encoder: a `kerasbert.Encoder`.
@@ -366,20 +418,27 @@ def save_to_preset(encoder, preset_dir, _spec=None, **metadata):
 
     if not isinstance(encoder, Encoder):
         raise TypeError(f"encoder must be a kerasbert.Encoder; got {type(encoder).__name__}.")
+    with updating_directory(preset_dir) as staged:
+        write_encoder_files(encoder, staged, os.path.basename(os.path.normpath(preset_dir)), _spec, metadata)
+    return preset_dir
+
+
+def write_encoder_files(encoder, directory, name, spec=None, metadata=None):
+    """Writes `encoder.safetensors`, then `preset.json` with its records,
+    into `directory` (`save_to_preset` without the directory swap)."""
     config = {k: v for k, v in encoder.get_config().items() if k not in ("name", "trainable", "dtype")}
-    spec = dict(_spec or {})
+    spec = dict(spec or {})
     spec.pop("weights", None)
-    spec["name"] = spec.get("name", os.path.basename(os.path.normpath(preset_dir)))
+    spec["name"] = spec.get("name", name)
     spec["encoder"] = config
-    spec.setdefault("metadata", {})
-    spec["metadata"] = {**spec["metadata"], "parameter_count": int(encoder.count_params()), **metadata}
+    spec["metadata"] = {**spec.get("metadata", {}), "parameter_count": int(encoder.count_params()),
+                        **(metadata or {})}
     tensors = {
         v.path: np.asarray(v.numpy(), dtype=np.float32) for v in encoder.weights
     }
-    os.makedirs(preset_dir, exist_ok=True)
-    write_safetensors(os.path.join(preset_dir, WEIGHTS_FILE), tensors, {"format": "kerasbert"})
-    write_json(os.path.join(preset_dir, PRESET_FILE), spec)
-    return preset_dir
+    write_safetensors(os.path.join(directory, WEIGHTS_FILE), tensors, {"format": "kerasbert"})
+    spec["files"] = digests(directory, (WEIGHTS_FILE, *TOKENIZER_FILES))
+    write_json(os.path.join(directory, PRESET_FILE), spec, seal=True)
 
 
 def preset_family(preset):

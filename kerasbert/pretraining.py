@@ -20,6 +20,7 @@ Layout of `output/`:
 
 import dataclasses
 import glob
+import math
 import numbers
 import os
 
@@ -331,6 +332,8 @@ def pretrain(
         preset=os.fspath(preset), train_files=paths, log_every=log_every,
         checkpoint_every=checkpoint_every, mesh=None if mesh is None else list(scope.mesh_shape),
     )
+    config, kind, options = _preset_description(settings["preset"])
+    _check_sequence_length(sequence_length, batch_size, num_heads or config["num_heads"], config, from_scratch)
     run_file = os.path.join(output, "run.json")
     if os.path.isfile(run_file):
         if not resume:
@@ -353,7 +356,6 @@ def pretrain(
 
     # Vocabulary: made (or copied) once, then read back by every resume.
     tokenizer_dir = os.path.join(output, "tokenizer")
-    config, kind, options = _preset_description(settings["preset"])
     if os.path.isdir(tokenizer_dir) and resume:
         tokenizer = Tokenizer.from_preset(tokenizer_dir)
     elif vocabulary_size:
@@ -365,6 +367,26 @@ def pretrain(
     with scope:
         model, recorder, preset_dir = _train(settings, config, tokenizer, paths, output, callbacks)
     return PretrainingResult(model, tokenizer, recorder.history, preset_dir)
+
+
+def _check_sequence_length(sequence_length, batch_size, heads, config, from_scratch):
+    """Refuses windows longer than a preset's position table, and attention
+    matrices no tensor can hold."""
+    table = config["max_sequence_length"]
+    if not from_scratch and sequence_length > table:
+        raise ValueError(
+            f"sequence_length={sequence_length} is longer than the preset's position table "
+            f"(max_sequence_length={table}): use sequence_length <= {table}, or from_scratch=True "
+            "(--from-scratch) for a new, longer table."
+        )
+    values = batch_size * heads * sequence_length**2
+    if values >= 2**31:
+        fits = math.isqrt((2**31 - 1) // (batch_size * heads))
+        raise ValueError(
+            f"sequence_length={sequence_length} with batch_size={batch_size} makes each layer's attention "
+            f"matrix batch x heads x length^2 = {values:,} values, more than one tensor holds (2^31). "
+            f"Use sequence_length <= {fits} at this batch size, or a smaller batch_size."
+        )
 
 
 def _train(settings, config, tokenizer, paths, output, callbacks):

@@ -31,7 +31,11 @@ STEPS = 3
 def _start_backend(backend):
     if backend == "jax":
         flags = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={DEVICES}"
+        # 8 virtual devices share 2 cores in CI: a loaded machine can keep one device's thread from
+        # joining an all-reduce within XLA's default 40 s, which aborts the process; wait longer.
+        os.environ["XLA_FLAGS"] = (f"{flags} --xla_force_host_platform_device_count={DEVICES}"
+                                   " --xla_cpu_collective_call_terminate_timeout_seconds=900"
+                                   " --xla_cpu_collective_call_warn_stuck_timeout_seconds=300")
     import tensorflow as tf
 
     if backend == "tensorflow":

@@ -169,7 +169,7 @@ def test_corrupt_preset_files_get_clear_errors(tmp_path):
     encoder.save_to_preset(directory)
     weights = directory / "encoder.safetensors"
     weights.write_bytes(weights.read_bytes()[:-100])  # truncated
-    with pytest.raises(ValueError, match="truncated or corrupted"):
+    with pytest.raises(ValueError, match="records .*the file is truncated"):
         kerasbert.from_preset(directory)
     (directory / "preset.json").write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
@@ -183,6 +183,11 @@ def test_preset_weights_must_match_architecture(tmp_path):
     tiny_encoder().save_to_preset(tmp_path / "a")
     tiny_encoder(num_layers=2).save_to_preset(tmp_path / "b")
     os.replace(tmp_path / "b" / "encoder.safetensors", tmp_path / "a" / "encoder.safetensors")
+    with pytest.raises(ValueError, match="is .* bytes, but .*preset.json records"):
+        kerasbert.from_preset(tmp_path / "a")
+    spec = json.loads((tmp_path / "a" / "preset.json").read_text())
+    del spec["files"], spec["digest"]  # as in a preset written before files had records
+    (tmp_path / "a" / "preset.json").write_text(json.dumps(spec))
     with pytest.raises(ValueError, match="does not match the preset's architecture"):
         kerasbert.from_preset(tmp_path / "a")
 
@@ -203,3 +208,21 @@ def test_overwriting_a_preset_is_atomic(tmp_path, monkeypatch):
         tiny_encoder(num_layers=2).save_to_preset(directory)
     assert {p.name: p.read_bytes() for p in directory.iterdir()} == before
     kerasbert.from_preset(directory)  # still loads
+
+
+@pytest.mark.parametrize("preset_dir, error, message", [
+    (None, TypeError, "preset_dir must be a path .*got NoneType"),
+    (42, TypeError, "preset_dir must be a path .*got int"),
+    ("", ValueError, "preset_dir='' is not a usable path"),
+    ("   ", ValueError, "preset_dir='   ' is not a usable path"),
+    ("run\x00s", ValueError, r"preset_dir='run\\x00s' is not a usable path"),
+])
+def test_save_to_preset_refuses_unusable_directories(preset_dir, error, message):
+    with pytest.raises(error, match=message):
+        tiny_encoder().save_to_preset(preset_dir)
+
+
+def test_a_huge_unknown_preset_name_is_abbreviated_in_the_error():
+    with pytest.raises(ValueError, match=r"preset='aaaa.*\.\.\. \(str, 1,000,000 long\) is not a built-in") as info:
+        kerasbert.from_preset("a" * 1_000_000)
+    assert len(str(info.value)) < 2000

@@ -154,3 +154,14 @@ def test_float16_with_xla_on_jax_cpu_is_refused_up_front(text, tmp_path):
     with pytest.raises(ValueError, match="mixed_bfloat16"):
         run(text, tmp_path / "run", "mlm", precision="mixed_float16")
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(preset="all_minilm_l6_v2", from_scratch=False, sequence_length=1000),
+     r"sequence_length=1000 is longer than the preset's position table \(max_sequence_length=512\)"),
+    (dict(sequence_length=100_000, batch_size=2), r"more than one tensor holds .*sequence_length <= 23170"),
+])
+def test_impossible_sequence_lengths_are_refused_before_anything_is_written(text, tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        run(text, tmp_path / "run", "mlm", **kwargs)
+    assert not (tmp_path / "run").exists()

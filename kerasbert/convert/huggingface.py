@@ -19,6 +19,7 @@ import warnings
 
 import numpy as np
 
+from kerasbert.utils.integrity import check_hub_blob
 from kerasbert.utils.io import (
     read_json,
     read_safetensors,
@@ -339,17 +340,22 @@ def read_huggingface_tensors(directory):
     index = os.path.join(directory, "model.safetensors.index.json")
     binary = os.path.join(directory, "pytorch_model.bin")
     if os.path.isfile(single):
+        check_hub_blob(single)
         return read_safetensors(single)
     if os.path.isfile(index):
-        shards = sorted(set(read_json(index, "safetensors index")["weight_map"].values()))
+        weight_map = read_json(index, "safetensors index").get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(s, str) for s in weight_map.values()):
+            raise ValueError(f"{index}: 'weight_map' must map tensor names to shard file names.")
         tensors = {}
-        for shard in shards:
+        for shard in sorted(set(weight_map.values())):
             path = os.path.join(directory, shard)
             if os.path.dirname(os.path.normpath(shard)) or not os.path.isfile(path):
                 raise ValueError(f"The safetensors index names a missing or unsafe shard {shard!r}.")
+            check_hub_blob(path)
             tensors.update(read_safetensors(path))
         return tensors
     if os.path.isfile(binary):
+        check_hub_blob(binary)
         return _read_torch_binary(binary)
     raise FileNotFoundError(
         f"No weights in {directory}: expected model.safetensors, "
@@ -369,9 +375,11 @@ def _read_torch_binary(path):
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many types for bad files
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        reason = next((line for line in lines if "Unsupported global" in line), lines[0] if lines else "")
         raise ValueError(
             f"{path} could not be read as a weights-only PyTorch checkpoint "
-            f"({type(e).__name__}: {e}). kerasbert never unpickles arbitrary "
+            f"({type(e).__name__}: {reason}). kerasbert never unpickles arbitrary "
             "objects; convert the file to safetensors."
         ) from None
     return {k: v.to(torch.float32).numpy() if v.is_floating_point() else v.numpy()

@@ -7,12 +7,12 @@ import numbers
 import keras
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from kerasbert.preprocessing.packer import Packer
 from kerasbert.preprocessing.preprocessors import TokenizingPreprocessor
-from kerasbert.tokenizers.base import _WHITESPACE, Tokenizer
+from kerasbert.tokenizers.base import _WHITESPACE, Tokenizer, split_keeping
 from kerasbert.tokenizers.byte_pair import BytePairTokenizer
+from kerasbert.utils.checks import check_string
 from kerasbert.utils.ragged import row_ids
 
 
@@ -147,18 +147,17 @@ class TokenClassificationPreprocessor(TokenizingPreprocessor):
 
     def _words(self, x):
         """x -> (ragged words `(batch, words)`, texts `(batch,)` or None for
-        pre-split words, byte starts and ends of the words in the texts)."""
+        pre-split words, the words' flat `(words,)` character starts and
+        ends (int32) in the texts)."""
         texts, words = _as_batch(x)
         if words is not None:
             return words, None, None, None
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
-        # RE2 stops at NUL: split a copy without it (same bytes), cut the text.
-        searchable = tf.strings.regex_replace(texts, r"\x00", "\x01")
-        _, starts, ends = tf_text.regex_split_with_offsets(searchable, _WHITESPACE + "+", "")
-        flat = tf.strings.substr(
-            tf.gather(texts, row_ids(starts)), starts.flat_values, ends.flat_values - starts.flat_values
-        )
-        return starts.with_flat_values(flat), texts, starts, ends
+        pieces, starts, ends = split_keeping(texts, _WHITESPACE + "+")  # words and the whitespace between
+        is_word = ~tf.strings.regex_full_match(pieces.flat_values, _WHITESPACE + "+")
+        words = tf.ragged.boolean_mask(pieces, pieces.with_flat_values(is_word))
+        starts, ends = (tf.cast(tf.boolean_mask(t, is_word), tf.int32) for t in (starts, ends))
+        return words.with_row_splits_dtype(tf.int64), texts, starts, ends
 
     # -- Word bookkeeping for decoding ------------------------------------------
 
@@ -169,11 +168,10 @@ class TokenClassificationPreprocessor(TokenizingPreprocessor):
         position in its row (flat `(words,)`, -1 for none), the words'
         character starts and ends in their texts (flat `(words,)`, int32) and
         the texts with invalid UTF-8 replaced (what the offsets index)."""
-        words, texts, byte_starts, byte_ends = self._words(texts)
+        words, texts, starts, ends = self._words(texts)
         if texts is None:
             raise ValueError("text_features takes raw strings (batch,), not word lists.")
         features, first_token = self._features(self._tokenize_words(words))
-        starts, ends = character_spans(texts, byte_starts, byte_ends)
         return features, words, first_token, starts, ends, texts
 
     def word_alignment(self, x):
@@ -195,7 +193,7 @@ class TokenClassificationPreprocessor(TokenizingPreprocessor):
         flat = [w.decode("utf-8", "replace") for w in words.flat_values.numpy().tolist()]
         rows = list(itertools.pairwise(splits))
         if texts is not None:
-            begin, end = (offsets.numpy() for offsets in character_spans(texts, starts, ends))
+            begin, end = starts.numpy(), ends.numpy()
             texts = [t.decode("utf-8", "replace") for t in texts.numpy().tolist()]
         else:
             # Each word starts after the words and spaces before it in its row.
@@ -256,19 +254,6 @@ class TokenClassificationPreprocessor(TokenizingPreprocessor):
                 "pad_to_sequence_length": self.packer.pad_to_sequence_length}
 
 
-def character_spans(texts, starts, ends):
-    """Byte offsets of the words in `texts` (ragged `(batch, words)`, as
-    `_words` gives them) -> their flat `(words,)` character starts and ends
-    (int32): the characters before each offset. Graph-safe."""
-    row_texts = tf.gather(texts, row_ids(starts))
-
-    def characters_before(offsets):
-        prefix = tf.strings.substr(row_texts, tf.zeros_like(offsets.flat_values), offsets.flat_values)
-        return tf.strings.length(prefix, unit="UTF8_CHAR")
-
-    return characters_before(starts), characters_before(ends)
-
-
 def _word_tokenizer(tokenizer):
     """The tokenizer for single words. transformers tokenizes pre-split words
     with byte-level BPE only with `add_prefix_space=True`, which gives every
@@ -312,7 +297,7 @@ def _as_batch(x):
     nested = [isinstance(item, (list, tuple, np.ndarray)) for item in x]
     if not any(nested):
         for i, item in enumerate(x):
-            _check_string(item, f"x[{i}]")
+            check_string(f"x[{i}]", item, what="text or a word", allow_bytes=True)
         return tf.constant([_utf8(t) for t in x], tf.string, shape=[len(x)]), None
     if not all(nested):
         raise TypeError(
@@ -323,15 +308,9 @@ def _as_batch(x):
     for i, row in enumerate(x):
         row = row.tolist() if isinstance(row, np.ndarray) else row
         for j, word in enumerate(row):
-            _check_string(word, f"x[{i}][{j}]")
+            check_string(f"x[{i}][{j}]", word, what="text or a word", allow_bytes=True)
         rows.append([_utf8(w) for w in row])
     return None, tf.ragged.constant(rows, tf.string, ragged_rank=1, row_splits_dtype=tf.int64)
-
-
-def _check_string(item, name):
-    if not isinstance(item, (str, bytes)):
-        what = "None" if item is None else f"{type(item).__name__} {item!r:.40}"
-        raise TypeError(f"{name} must be a string (text or a word); got {what}.")
 
 
 def _utf8(text):
@@ -403,6 +382,8 @@ def _numbers_by_row(values, name, dtype):
             if not (isinstance(v, numbers.Integral) if integer else isinstance(v, numbers.Real)):
                 hint = " (map tag names to ids first)" if isinstance(v, (str, bytes)) else ""
                 raise TypeError(f"{name}[{i}][{j}] must be one of {kind}; got {type(v).__name__} {v!r:.40}{hint}.")
+            if integer and not -(2**31) <= v < 2**31:
+                raise ValueError(f"{name}[{i}][{j}]={v} is outside the int32 range of tag ids.")
     if not rows:
         return tf.RaggedTensor.from_row_splits(tf.zeros([0], dtype), tf.zeros([1], tf.int64))
     return tf.ragged.constant(rows, dtype, ragged_rank=1)

@@ -1,7 +1,12 @@
 """Batches that waste little: length buckets with a few static shapes (and
 the padding they leave; packing documents is in `document_packing.py`)."""
 
+import collections.abc
+
+import numpy as np
 import tensorflow as tf
+
+from kerasbert.utils.checks import check_id, check_int, show
 
 
 def bucket_by_length(
@@ -24,11 +29,22 @@ def bucket_by_length(
     Returns:
         A dataset of batches padded with zeros to one of `boundaries`.
     """
-    boundaries = [int(b) for b in boundaries]
-    if not boundaries or boundaries != sorted(set(boundaries)) or boundaries[0] < 1:
+    features = _feature_specs(dataset, length_key)
+    if isinstance(boundaries, np.ndarray):
+        boundaries = boundaries.tolist()
+    if not isinstance(boundaries, (list, tuple)):
+        raise TypeError(f"boundaries must be a list of increasing lengths; got {show(boundaries)}.")
+    boundaries = [check_int(f"boundaries[{i}]", b, 1) for i, b in enumerate(boundaries)]
+    if not boundaries or boundaries != sorted(set(boundaries)):
         raise ValueError(f"boundaries must be increasing positive lengths; got {boundaries}.")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
+    check_int("batch_size", batch_size, 1)
+    check_id("pad_id", pad_id)
+    longest = features[length_key].shape[0]
+    if longest is not None and longest > boundaries[-1]:
+        raise ValueError(
+            f"boundaries={boundaries} end below the examples' length {longest} ({length_key}); "
+            "the last boundary must be at least the longest example."
+        )
 
     def length(*element):
         features = element[0]
@@ -46,6 +62,28 @@ def bucket_by_length(
     ).map(lambda *batch: _pad_to_boundary(batch, boundaries, length_key, pad_id))
 
 
+def _feature_specs(dataset, length_key):
+    """The element spec of a dataset of unbatched examples, checked -> its
+    features' specs (a dict)."""
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(f"dataset must be a tf.data.Dataset of unbatched examples; got {show(dataset)}.")
+    spec = dataset.element_spec
+    features = spec[0] if isinstance(spec, tuple) and spec else spec
+    if not isinstance(features, dict):
+        raise TypeError(
+            "dataset must yield dicts of features (e.g. a Packer's output) or (features, label) tuples; "
+            f"got element_spec={spec}."
+        )
+    if length_key not in features:
+        raise ValueError(f"length_key={length_key!r} is not a feature of the dataset, which has {sorted(features)}.")
+    if not isinstance(features[length_key], tf.TensorSpec) or features[length_key].shape.rank != 1:
+        raise ValueError(
+            f"dataset's {length_key!r} must be 1-D, one unbatched example per element (unbatch a batched "
+            f"dataset first); got {features[length_key]}."
+        )
+    return features
+
+
 def _padding_values(dataset, length_key, pad_id):
     spec = dataset.element_spec
     features = spec[0] if isinstance(spec, tuple) else spec
@@ -58,6 +96,11 @@ def _padding_values(dataset, length_key, pad_id):
 def _pad_to_boundary(batch, boundaries, length_key, pad_id):
     features = batch[0]
     width = tf.shape(features[length_key])[1]
+    check = tf.debugging.assert_less_equal(
+        width, boundaries[-1], message=f"bucket_by_length: an example is longer than boundaries[-1]={boundaries[-1]}"
+    )
+    with tf.control_dependencies([check]):
+        width = tf.identity(width)
     table = tf.constant(boundaries)
     target = tf.gather(table, tf.minimum(tf.searchsorted(table, [width], side="left")[0], len(boundaries) - 1))
     padded = {
@@ -72,9 +115,16 @@ def padding_fraction(batches, mask_key="padding_mask"):
     """The share of positions that are padding (0 in the padding mask), over
     an iterable of batches (dicts, or (features, label) tuples) holding a
     padding mask of 0/1 or of document ids (`pack_documents`)."""
+    if isinstance(batches, (str, bytes, collections.abc.Mapping)) or not isinstance(batches, collections.abc.Iterable):
+        raise TypeError(f"batches must be an iterable of batches (e.g. a tf.data.Dataset); got {show(batches)}.")
     real = total = 0
-    for batch in batches:
+    for i, batch in enumerate(batches):
         features = batch[0] if isinstance(batch, tuple) else batch
+        if not isinstance(features, collections.abc.Mapping) or mask_key not in features:
+            raise ValueError(
+                f"batch {i} must be a dict holding mask_key={mask_key!r} (or a (features, label) tuple); "
+                f"got {show(features)}."
+            )
         mask = features[mask_key]
         real += int(tf.math.count_nonzero(mask, dtype=tf.int64))
         total += int(tf.size(mask, tf.int64))

@@ -2,19 +2,11 @@
 padding: the rows' padding masks number the documents so that the Encoder
 keeps attention (and positions) inside each one."""
 
-import numbers
-
 import tensorflow as tf
 
+from kerasbert.utils.checks import INT32_MAX, check_choice, check_id, check_int, show
+
 LONG_DOCUMENTS = ("split", "truncate")
-
-
-def _check_id(name, value, allow_none):
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        accepted = "None or an integer >= 0" if allow_none else "an integer >= 0"
-        raise ValueError(f"{name} must be {accepted} (a token id); got {value!r}.")
 
 
 def pack_documents(
@@ -73,8 +65,7 @@ def pack_documents(
     """
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
-            f"dataset must be a tf.data.Dataset of 1-D token-id tensors; got "
-            f"{type(dataset).__name__}."
+            f"dataset must be a tf.data.Dataset of 1-D token-id tensors; got {type(dataset).__name__} {show(dataset)}."
         )
     spec = dataset.element_spec
     if (
@@ -86,30 +77,28 @@ def pack_documents(
             "dataset must yield 1-D integer token-id tensors, one document each "
             f"(unbatch a batched dataset first); got element_spec={spec}."
         )
-    _check_id("start_id", start_id, allow_none=True)
-    _check_id("end_id", end_id, allow_none=True)
-    _check_id("pad_id", pad_id, allow_none=False)
+    start_id = check_id("start_id", start_id, allow_none=True)
+    end_id = check_id("end_id", end_id, allow_none=True)
+    pad_id = check_id("pad_id", pad_id)
     specials = (start_id is not None) + (end_id is not None)
-    if (
-        isinstance(sequence_length, bool)
-        or not isinstance(sequence_length, numbers.Integral)
-        or sequence_length < specials + 1
-    ):
-        raise ValueError(
-            f"sequence_length must be an integer >= {specials + 1} (room for the "
-            f"start/end tokens and one token); got {sequence_length!r}."
-        )
-    if long_documents not in LONG_DOCUMENTS:
-        raise ValueError(
-            f"long_documents={long_documents!r}; expected one of {LONG_DOCUMENTS}."
-        )
-    length = int(sequence_length)
+    length = check_int(
+        "sequence_length", sequence_length, specials + 1, INT32_MAX, " (room for the start/end tokens and one token)"
+    )
+    check_choice("long_documents", long_documents, LONG_DOCUMENTS)
     body = length - specials  # document tokens that fit in one row
 
     def pieces(ids):
         # One document (n,) -> its pieces, each padded to a row:
         # tokens (pieces, length) and lengths (pieces,).
-        ids = tf.cast(ids.flat_values if isinstance(ids, tf.RaggedTensor) else ids, tf.int32)
+        ids = ids.flat_values if isinstance(ids, tf.RaggedTensor) else ids
+        # Values are known only as the pipeline runs: an assertion, not a
+        # ValueError (ids outside int32 would wrap around silently).
+        check = tf.debugging.assert_equal(
+            tf.reduce_all((ids >= 0) & (tf.cast(ids, tf.int64) <= INT32_MAX)), True,
+            message="pack_documents: the dataset holds a token id < 0 or >= 2**31",
+        )
+        with tf.control_dependencies([check]):
+            ids = tf.cast(ids, tf.int32)
         if long_documents == "truncate":
             ids = ids[:body]
         n = tf.size(ids)

@@ -1,10 +1,48 @@
 """Masked-language-model masking with static shapes (XLA-friendly)."""
 
+import collections.abc
+
 import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.tokenizers.base import Tokenizer
+from kerasbert.utils.checks import (
+    INT32_MAX,
+    check_bool,
+    check_id,
+    check_id_values,
+    check_ids,
+    check_int,
+    check_number,
+    is_eager,
+    show,
+)
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
+
+
+def _dense_integers(name, values, allow_bool=False):
+    """A (batch, seq) array of integers (or booleans where allowed) in any
+    array form -> a tf.Tensor of rank 2 (its values not yet cast)."""
+    kinds = "integers or booleans" if allow_bool else "integer token ids"
+    if isinstance(values, tf.RaggedTensor):
+        raise TypeError(f"{name} must be dense (batch, sequence), as a Packer gives it; got {show(values)}.")
+    if not isinstance(values, tf.Tensor):
+        try:
+            array = np.asarray(values)
+            array = array.astype(np.int64) if array.dtype == object or array.size == 0 else array
+        except (TypeError, ValueError, OverflowError):
+            raise TypeError(
+                f"{name} must be a (batch, sequence) array of {kinds}, rows of one length; got {show(values)}."
+            ) from None
+        if array.dtype.kind not in ("iub" if allow_bool else "iu"):
+            raise TypeError(f"{name} must hold {kinds}; got {show(array)}.")
+        values = tf.constant(array)
+    if not (values.dtype.is_integer or (allow_bool and values.dtype == tf.bool)):
+        raise TypeError(f"{name} must hold {kinds}; got {show(values)}.")
+    if values.shape.rank not in (2, None):
+        raise ValueError(f"{name} must be a batch of sequences (batch, sequence); got {show(values)}.")
+    return values
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
@@ -51,8 +89,10 @@ class MaskedLMMasker(PreprocessingLayer):
             (calls without a `seed=` argument).
 
     Call arguments:
-        inputs: a dict of `token_ids` and `padding_mask` (batch, seq); other
-            entries (e.g. `segment_ids`) pass through.
+        inputs: a dict of `token_ids` and `padding_mask` (batch, seq), dense
+            integer arrays or tensors (a boolean mask too); other entries
+            (e.g. `segment_ids`) pass through. Eager ids must be in
+            `[0, vocabulary_size)` and masks >= 0.
         seed: optional, an int tensor or array of shape `(2,)`: the masks
             are then a pure function of `(inputs, seed)`, and the layer's own
             random state is neither used nor advanced.
@@ -95,32 +135,33 @@ class MaskedLMMasker(PreprocessingLayer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, rate in [("mask_rate", mask_rate), ("mask_token_rate", mask_token_rate),
-                           ("random_token_rate", random_token_rate)]:
-            if not 0.0 <= rate <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1]; got {rate}.")
+        self.vocabulary_size = check_int("vocabulary_size", vocabulary_size, 1, INT32_MAX)
+        self.mask_id = check_id("mask_id", mask_id, self.vocabulary_size)
+        self.unselectable_ids = check_ids("unselectable_ids", unselectable_ids, self.vocabulary_size)
+        self.mask_rate = check_number("mask_rate", mask_rate, 0.0, 1.0)
+        self.mask_token_rate = check_number("mask_token_rate", mask_token_rate, 0.0, 1.0)
+        self.random_token_rate = check_number("random_token_rate", random_token_rate, 0.0, 1.0)
         if mask_token_rate + random_token_rate > 1.0:
             raise ValueError(
                 f"mask_token_rate + random_token_rate must be <= 1; got "
                 f"{mask_token_rate} + {random_token_rate}."
             )
-        if isinstance(max_predictions, bool) or not isinstance(max_predictions, int) or max_predictions < 1:
-            raise ValueError(f"max_predictions must be an integer >= 1; got {max_predictions!r}.")
+        self.max_predictions = check_int("max_predictions", max_predictions, 1, INT32_MAX)
+        self.whole_word = check_bool("whole_word", whole_word)
         if whole_word and continuation_ids is None:
             raise ValueError("whole_word=True needs continuation_ids (e.g. the ids of '##' pieces).")
-        self.vocabulary_size = vocabulary_size
-        self.mask_id = mask_id
-        self.unselectable_ids = [int(i) for i in unselectable_ids]
-        self.mask_rate = mask_rate
-        self.max_predictions = max_predictions
-        self.mask_token_rate = mask_token_rate
-        self.random_token_rate = random_token_rate
-        self.whole_word = whole_word
-        self.continuation_ids = None if continuation_ids is None else [int(i) for i in continuation_ids]
-        self.special_ids = sorted(
-            {int(i) for i in (self.unselectable_ids if special_ids is None else special_ids)}
+        self.continuation_ids = (
+            None if continuation_ids is None else check_ids("continuation_ids", continuation_ids, self.vocabulary_size)
         )
-        self.seed = seed
+        self.special_ids = sorted(set(
+            self.unselectable_ids if special_ids is None else check_ids("special_ids", special_ids, self.vocabulary_size)
+        ))
+        if self.random_token_rate > 0 and len(self.special_ids) >= self.vocabulary_size:
+            raise ValueError(
+                f"special_ids cover the whole vocabulary of {self.vocabulary_size}, so random_token_rate="
+                f"{random_token_rate} has no token to draw; leave some ids out or set random_token_rate=0."
+            )
+        self.seed = check_int("seed", seed, 0, 2**63 - 1, allow_none=True)
         # A generator keeps its state across dataset iterators, so every
         # epoch masks anew (a plain random op would replay its sequence).
         self._generator = (
@@ -132,6 +173,8 @@ class MaskedLMMasker(PreprocessingLayer):
     def from_tokenizer(cls, tokenizer, **kwargs):
         """A masker using `tokenizer`'s mask token, specials and, for whole
         words, its continuation pieces."""
+        if not isinstance(tokenizer, Tokenizer):
+            raise TypeError(f"tokenizer must be a kerasbert Tokenizer; got {show(tokenizer)}.")
         ids = tokenizer.special_token_ids
         kwargs.setdefault("unselectable_ids", sorted(set(ids.values()) - {ids["unk"]}))
         kwargs.setdefault("special_ids", sorted(set(ids.values())))
@@ -144,7 +187,10 @@ class MaskedLMMasker(PreprocessingLayer):
         selection scores, the 80/10/10 choice, the random replacements."""
         if seed is None:
             return [self._generator.uniform] * 3
-        seed = tf.convert_to_tensor(seed)
+        try:
+            seed = tf.convert_to_tensor(seed)
+        except (TypeError, ValueError):
+            raise ValueError(f"seed must be two integers (shape (2,)), e.g. [base_seed, step]; got {show(seed)}.") from None
         if not seed.dtype.is_integer or (seed.shape.rank is not None and seed.shape != [2]):
             raise ValueError(
                 f"seed must be two integers (shape (2,)), e.g. [base_seed, step]; "
@@ -157,10 +203,15 @@ class MaskedLMMasker(PreprocessingLayer):
             for i in range(3)
         ]
 
+    def __call__(self, inputs, seed=None, **kwargs):
+        # Checked before Keras, which would append the whole arguments to
+        # the error message.
+        token_ids, padding_mask = self._checked_inputs(inputs)
+        return super().__call__({**inputs, "token_ids": token_ids, "padding_mask": padding_mask}, seed=seed, **kwargs)
+
     def call(self, inputs, seed=None):
         score_uniform, choice_uniform, token_uniform = self._draws(seed)
-        token_ids = tf.convert_to_tensor(inputs["token_ids"], tf.int32)  # (batch, seq)
-        padding_mask = tf.convert_to_tensor(inputs["padding_mask"], tf.int32)
+        token_ids, padding_mask = self._checked_inputs(inputs)  # (batch, seq) int32 each
         shape = tf.shape(token_ids)
         selectable = tf.not_equal(padding_mask, 0)
         for special in self.unselectable_ids:
@@ -187,7 +238,8 @@ class MaskedLMMasker(PreprocessingLayer):
         positions = tf.pad(positions, [[0, 0], [0, extra]])
         weights = tf.pad(weights, [[0, 0], [0, extra]])
         positions = tf.where(weights > 0, positions, 0)
-        mask_ids = tf.where(weights > 0, tf.gather(token_ids, positions, batch_dims=1), 0)
+        # (A padded column: with no positions at all, index 0 is still valid.)
+        mask_ids = tf.where(weights > 0, tf.gather(tf.pad(token_ids, [[0, 0], [0, 1]]), positions, batch_dims=1), 0)
 
         # 80 / 10 / 10: mask, random token, keep.
         choice = choice_uniform(tf.shape(token_ids, out_type=tf.int32))
@@ -205,6 +257,38 @@ class MaskedLMMasker(PreprocessingLayer):
             mask_weights=weights,
         )
         return outputs
+
+    def _checked_inputs(self, inputs):
+        """inputs -> token_ids and padding_mask, int32 (batch, seq) each,
+        checked: dense integer (or boolean mask) arrays of one shape; eager
+        ids in the vocabulary and masks >= 0."""
+        if not isinstance(inputs, collections.abc.Mapping):
+            raise TypeError(
+                f"inputs must be a dict of token_ids and padding_mask (a Packer's output); got {show(inputs)}."
+            )
+        missing = [key for key in ("token_ids", "padding_mask") if key not in inputs]
+        if missing:
+            raise ValueError(f"inputs lacks {missing}; it needs token_ids and padding_mask, got keys {sorted(inputs)}.")
+        token_ids = _dense_integers("token_ids", inputs["token_ids"])
+        padding_mask = tf.cast(_dense_integers("padding_mask", inputs["padding_mask"], allow_bool=True), tf.int32)
+        if not token_ids.shape.is_compatible_with(padding_mask.shape):
+            raise ValueError(
+                f"token_ids and padding_mask must have one shape; got {tuple(token_ids.shape)} and "
+                f"{tuple(padding_mask.shape)}."
+            )
+        if is_eager(token_ids) and is_eager(padding_mask):
+            if token_ids.shape != padding_mask.shape:
+                raise ValueError(
+                    f"token_ids and padding_mask must have one shape; got {tuple(token_ids.shape)} and "
+                    f"{tuple(padding_mask.shape)}."
+                )
+            check_id_values("token_ids", token_ids, self.vocabulary_size)
+            if tf.reduce_any(padding_mask < 0):
+                raise ValueError(
+                    "padding_mask must be 0 at padding and 1 (or a document id >= 1) at real tokens; "
+                    f"got negative values: {show(padding_mask.numpy().tolist())}."
+                )
+        return tf.cast(token_ids, tf.int32), padding_mask
 
     def _random_tokens(self, shape, uniform):
         # Uniform over the vocabulary without the special tokens.

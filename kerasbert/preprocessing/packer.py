@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from kerasbert.tokenizers.base import Tokenizer
+from kerasbert.utils.checks import INT32_MAX, check_bool, check_choice, check_id, check_int, show, token_ids
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 
 STYLES = ("bert", "roberta")
@@ -50,10 +51,15 @@ class Packer(PreprocessingLayer):
         truncate: "longest_first" or "round_robin".
         pad_to_sequence_length: `False` pads each batch only to its longest
             row (dynamic padding) instead of `sequence_length`.
+        vocabulary_size: optional; with it, eager calls refuse ids outside
+            `[0, vocabulary_size)` (`from_tokenizer` sets it).
 
     Call arguments:
-        first: token ids `(batch, None)`, ragged (what a tokenizer returns).
-        second: optional, the second sequence of each pair.
+        first: token ids `(batch, None)`: a ragged tensor (what a tokenizer
+            returns), a dense integer tensor, or a list of lists of ints.
+            Longer sequences are truncated, so that every output row has
+            `sequence_length` positions.
+        second: optional, the second sequence of each pair (as many rows).
 
     Returns:
         A dict of `token_ids`, `segment_ids`, `padding_mask`, int32
@@ -77,23 +83,21 @@ class Packer(PreprocessingLayer):
         style="bert",
         truncate="longest_first",
         pad_to_sequence_length=True,
+        vocabulary_size=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if style not in STYLES:
-            raise ValueError(f"style={style!r}; expected one of {STYLES}.")
-        if truncate not in TRUNCATIONS:
-            raise ValueError(f"truncate={truncate!r}; expected one of {TRUNCATIONS}.")
+        self.style = check_choice("style", style, STYLES)
+        self.truncate = check_choice("truncate", truncate, TRUNCATIONS)
         minimum = 4 if style == "roberta" else 3
-        if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or sequence_length < minimum:
-            raise ValueError(
-                f"sequence_length must be an integer >= {minimum} (room for the "
-                f"special tokens of a pair); got {sequence_length!r}."
-            )
-        self.sequence_length = sequence_length
-        self.cls_id, self.sep_id, self.pad_id = cls_id, sep_id, pad_id
-        self.style, self.truncate = style, truncate
-        self.pad_to_sequence_length = pad_to_sequence_length
+        self.sequence_length = check_int(
+            "sequence_length", sequence_length, minimum, INT32_MAX, " (room for the special tokens of a pair)"
+        )
+        self.vocabulary_size = check_int("vocabulary_size", vocabulary_size, 1, INT32_MAX, allow_none=True)
+        self.cls_id = check_id("cls_id", cls_id, self.vocabulary_size)
+        self.sep_id = check_id("sep_id", sep_id, self.vocabulary_size)
+        self.pad_id = check_id("pad_id", pad_id, self.vocabulary_size)
+        self.pad_to_sequence_length = check_bool("pad_to_sequence_length", pad_to_sequence_length)
 
     @classmethod
     def from_tokenizer(cls, tokenizer, sequence_length, **kwargs):
@@ -102,14 +106,47 @@ class Packer(PreprocessingLayer):
             raise TypeError(f"tokenizer must be a kerasbert Tokenizer; got {type(tokenizer).__name__}.")
         ids = tokenizer.special_token_ids
         kwargs.setdefault("style", getattr(tokenizer, "packing_style", "bert"))
+        kwargs.setdefault("vocabulary_size", tokenizer.vocabulary_size())
         return cls(sequence_length, ids["cls"], ids["sep"], ids["pad"], **kwargs)
 
+    def __call__(self, first, second=None, **kwargs):
+        # Checked before Keras, which would append the whole arguments to
+        # the error message.
+        first = self._as_batch(first, "first")
+        second = None if second is None else self._as_batch(second, "second")
+        return super().__call__(first, second, **kwargs)
+
     def call(self, first, second=None):
-        first = _as_ragged(first, "first")
+        first = self._as_batch(first, "first")
         if second is None:
             return self._pack_single(first)
-        second = _as_ragged(second, "second")
+        second = self._as_batch(second, "second")
+        rows, other = first.nrows(), second.nrows()
+        if tf.get_static_value(rows) is not None and tf.get_static_value(other) is not None:
+            if tf.get_static_value(rows) != tf.get_static_value(other):
+                raise ValueError(
+                    f"first and second must have one row per pair; got {tf.get_static_value(rows)} "
+                    f"and {tf.get_static_value(other)} rows."
+                )
+        else:
+            check = tf.debugging.assert_equal(rows, other, message="first and second must have one row per pair")
+            with tf.control_dependencies([check]):
+                first = tf.identity(first)
         return self._pack_pair(first, second)
+
+    def _as_batch(self, ids, name):
+        """Token ids `(batch, None)` in any accepted form -> ragged int32
+        with int64 row splits, checked."""
+        batch, single = token_ids(name, ids, self.vocabulary_size)
+        if single and isinstance(ids, (list, tuple)) and not ids:
+            return batch[:0]  # []: an empty batch
+        if single:
+            raise ValueError(
+                f"{name} must be a batch of token-id sequences (batch, None); got one sequence, "
+                f"{show(ids)}. Wrap it as [{name}] for one example"
+                + (", or batch the dataset before mapping the packer." if not tf.executing_eagerly() else ".")
+            )
+        return batch
 
     def _pack_single(self, first):
         budget = self.sequence_length - 2
@@ -161,26 +198,6 @@ class Packer(PreprocessingLayer):
         config.update(
             sequence_length=self.sequence_length, cls_id=self.cls_id, sep_id=self.sep_id,
             pad_id=self.pad_id, style=self.style, truncate=self.truncate,
-            pad_to_sequence_length=self.pad_to_sequence_length,
+            pad_to_sequence_length=self.pad_to_sequence_length, vocabulary_size=self.vocabulary_size,
         )
         return config
-
-
-def _as_ragged(ids, name):
-    if isinstance(ids, tf.RaggedTensor):
-        ragged = ids
-    elif isinstance(ids, tf.Tensor):
-        if ids.shape.rank != 2:
-            raise ValueError(f"{name} must be a batch of id sequences (rank 2); got shape {ids.shape}.")
-        ragged = tf.RaggedTensor.from_tensor(ids)
-    else:
-        try:
-            ragged = tf.ragged.constant(ids, dtype=tf.int32)
-        except (ValueError, TypeError) as e:
-            raise TypeError(f"{name} must be a batch of integer id sequences; got {ids!r:.80} ({e}).") from None
-        if ragged.shape.rank != 2:
-            raise ValueError(f"{name} must be a batch of id sequences (rank 2); got rank {ragged.shape.rank}.")
-    if not ragged.dtype.is_integer:
-        raise TypeError(f"{name} must hold integer token ids; got {ragged.dtype.name}.")
-    # Tokenizers give int32 or int64 row splits depending on the path; one dtype here.
-    return tf.cast(ragged, tf.int32).with_row_splits_dtype(tf.int64)

@@ -71,36 +71,49 @@ class TextPreprocessor(TokenizingPreprocessor):
     def sequence_length(self):
         return self.packer.sequence_length
 
-    def _ids(self, texts, name):
+    @staticmethod
+    def _batch(texts, name):
+        """A batch of strings -> tf.string (batch,), checked."""
         texts, single = to_string_tensor(texts, name)
         if single:
             raise ValueError(
                 f"{name} must be a batch (a list) of strings, not a single string; "
                 f"wrap it: [{name}]."
             )
-        return self.tokenizer(texts)
+        return texts
+
+    def _texts(self, x):
+        """x -> a string batch, or a pair of them, checked."""
+        if not isinstance(x, tuple):
+            return self._batch(x, "x")
+        if len(x) != 2:
+            raise ValueError(f"x must be a batch of strings or a pair (first, second); got a {len(x)}-tuple.")
+        first, second = self._batch(x[0], "first"), self._batch(x[1], "second")
+        if tf.executing_eagerly() and first.shape[0] is not None and first.shape[0] != second.shape[0]:
+            raise ValueError(
+                f"x=(first, second): the two sides of the pairs differ in length: {first.shape[0]} and "
+                f"{second.shape[0]}; give one second text per first text."
+            )
+        return first, second
 
     def tokenize_examples(self, x):
         """The first, tokenizing half of `call`: raw text -> ragged ids
         `(batch, None)`, a pair of them for sentence pairs. Tasks run it
         once, eagerly, on in-memory examples and map `pack_examples` over
         the result in `tf.data`."""
-        if isinstance(x, tuple):
-            if len(x) != 2:
-                raise ValueError(f"x must be a batch of strings or a pair (first, second); got a {len(x)}-tuple.")
-            first, second = self._ids(x[0], "first"), self._ids(x[1], "second")
-            if first.nrows() is not None and tf.executing_eagerly() and int(first.nrows()) != int(second.nrows()):
-                raise ValueError(
-                    f"the two sides of the pairs differ in length: {int(first.nrows())} and {int(second.nrows())}."
-                )
-            return first, second
-        return self._ids(x, "x")
+        x = self._texts(x)
+        return tuple(map(self.tokenizer, x)) if isinstance(x, tuple) else self.tokenizer(x)
 
     def pack_examples(self, ids, y=None, sample_weight=None):
         """The second half of `call`: ids from `tokenize_examples` -> encoder
         inputs (and the label and weight, passed through)."""
         inputs = self.packer(*ids) if isinstance(ids, tuple) else self.packer(ids)
         return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
+
+    def __call__(self, x, y=None, sample_weight=None, **kwargs):
+        # Checked before Keras, which would append all the text to the
+        # error message.
+        return super().__call__(self._texts(x), y, sample_weight, **kwargs)
 
     def call(self, x, y=None, sample_weight=None):
         return self.pack_examples(self.tokenize_examples(x), y, sample_weight)

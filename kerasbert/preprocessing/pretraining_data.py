@@ -13,54 +13,19 @@ seen, without computing the skipped ones.
 
 import itertools
 import math
-import numbers
 
 import numpy as np
 import tensorflow as tf
 
 from kerasbert.preprocessing.masking import MaskedLMMasker
 from kerasbert.preprocessing.packer import Packer
-from kerasbert.preprocessing.sentence_pairs import make_sentence_pairs
+from kerasbert.preprocessing.sentence_pairs import check_documents, make_sentence_pairs
 from kerasbert.tokenizers.base import Tokenizer
+from kerasbert.utils.checks import check_bool, check_choice, check_int, check_number
 
 OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop", "electra")
 _PAIR_TASKS = {"mlm+nsp": "nsp", "mlm+sop": "sop"}
 _TOKENIZE_BATCH = 4096  # sentences per tokenizer call
-
-
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _check_int(name, value, minimum, why=""):
-    if not _is_int(value) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}{why}; got {value!r}.")
-
-
-def _check_objective(objective):
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective={objective!r}; expected one of {OBJECTIVES}.")
-
-
-def _check_documents(documents):
-    if isinstance(documents, (str, bytes)) or not isinstance(documents, (list, tuple)):
-        raise TypeError(
-            "documents must be a list of documents, each a list of sentence strings "
-            f"(what read_documents returns); got {type(documents).__name__}."
-        )
-    for index, document in enumerate(documents):
-        if isinstance(document, (str, bytes)) or not isinstance(document, (list, tuple)):
-            raise TypeError(
-                f"documents[{index}] must be a list of sentence strings (a document); got "
-                f"{type(document).__name__} {document!r:.60}. Wrap a flat list of sentences "
-                "as [sentences] for one document."
-            )
-        for sentence in document:
-            if not isinstance(sentence, str):
-                raise TypeError(
-                    f"documents[{index}] must hold sentence strings; got "
-                    f"{type(sentence).__name__} {sentence!r:.60}."
-                )
 
 
 def _tokenize_documents(documents, tokenizer):
@@ -206,22 +171,19 @@ def pretraining_examples(
     >>> rows["padding_mask"][0].tolist()
     [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0]
     """
-    _check_objective(objective)
+    check_choice("objective", objective, OBJECTIVES)
     if not isinstance(tokenizer, Tokenizer):
         raise TypeError(f"tokenizer must be a kerasbert Tokenizer; got {type(tokenizer).__name__}.")
-    _check_documents(documents)
+    check_documents(documents, text=True)
     task = _PAIR_TASKS.get(objective)
     if task is None:
-        _check_int("sequence_length", sequence_length, 3, " (a start token, an end token and one token)")
+        check_int("sequence_length", sequence_length, 3, why=" (a start token, an end token and one token)")
     else:
         minimum = (4 if getattr(tokenizer, "packing_style", "bert") == "roberta" else 3) + 2
-        _check_int("sequence_length", sequence_length, minimum,
-                   f" (the special tokens of a pair and two tokens, for objective={objective!r})")
-    if isinstance(short_sequence_probability, bool) or not (
-        isinstance(short_sequence_probability, numbers.Real) and 0.0 <= short_sequence_probability <= 1.0
-    ):
-        raise ValueError(f"short_sequence_probability must be in [0, 1]; got {short_sequence_probability!r}.")
-    _check_int("seed", seed, 0)
+        check_int("sequence_length", sequence_length, minimum,
+                  why=f" (the special tokens of a pair and two tokens, for objective={objective!r})")
+    check_number("short_sequence_probability", short_sequence_probability, 0.0, 1.0)
+    check_int("seed", seed, 0)
     if seed >= 2**63:
         raise ValueError(f"seed must be an integer in [0, 2**63) (an int64); got {seed!r}.")
 
@@ -330,13 +292,14 @@ def pretraining_dataset(
     >>> bool((x5["token_ids"] == full[5][0]["token_ids"]).numpy().all())
     True
     """
-    _check_objective(objective)
-    _check_int("batch_size", batch_size, 1)
-    _check_int("start_step", start_step, 0)
+    check_choice("objective", objective, OBJECTIVES)
+    check_int("batch_size", batch_size, 1)
+    check_int("start_step", start_step, 0)
     if max_predictions is not None:
-        _check_int("max_predictions", max_predictions, 1, " (or None)")
-    if isinstance(mask_rate, bool) or not isinstance(mask_rate, numbers.Real) or not 0.0 <= mask_rate <= 1.0:
-        raise ValueError(f"mask_rate must be in [0, 1]; got {mask_rate!r}.")
+        check_int("max_predictions", max_predictions, 1, why=" (or None)")
+    check_number("mask_rate", mask_rate, 0.0, 1.0)
+    check_bool("whole_word", whole_word)
+    check_bool("segment_ids", segment_ids)
     examples = pretraining_examples(
         documents, tokenizer, objective, sequence_length,
         short_sequence_probability=short_sequence_probability, seed=seed,

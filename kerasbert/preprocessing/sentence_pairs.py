@@ -18,7 +18,10 @@ Labels follow transformers' convention (`next_sentence_label`,
 `sentence_order_label`): 0 = the natural order.
 """
 
+import os
 import random
+
+from kerasbert.utils.checks import check_choice, check_file, check_int, check_number, show
 
 TASKS = ("nsp", "sop")
 
@@ -26,8 +29,11 @@ TASKS = ("nsp", "sop")
 def read_documents(paths):
     """Plain-text files in BERT's format (one sentence per line, a blank line
     between documents) -> a list of documents, each a list of sentences."""
-    if isinstance(paths, str):
+    if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    if not isinstance(paths, (list, tuple)):
+        raise TypeError(f"paths must be a text file's path or a list of them; got {show(paths)}.")
+    paths = [check_file(f"paths[{i}]", path, "a text file") for i, path in enumerate(paths)]
     documents = [[]]
     for path in paths:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -40,6 +46,28 @@ def read_documents(paths):
         if documents[-1]:
             documents.append([])
     return [d for d in documents if d]
+
+
+def check_documents(documents, text=False):
+    """Documents as lists of sentences: sentence strings (`text=True`) or
+    sequences of token ids. Raises a TypeError naming the first that is not."""
+    kind = "sentence strings" if text else "sentences, each a list of token ids"
+    if isinstance(documents, (str, bytes)) or not isinstance(documents, (list, tuple)):
+        raise TypeError(f"documents must be a list of documents, each a list of {kind}; got {show(documents)}.")
+    for i, document in enumerate(documents):
+        if isinstance(document, (str, bytes)) or not isinstance(document, (list, tuple)):
+            raise TypeError(
+                f"documents[{i}] must be a list of {kind} (a document); got {show(document, 60)}. "
+                "Wrap a flat list of sentences as [sentences] for one document."
+            )
+        for j, sentence in enumerate(document):
+            if text and not isinstance(sentence, str):
+                raise TypeError(f"documents[{i}][{j}] must be a sentence string; got {show(sentence, 60)}.")
+            if not text and (isinstance(sentence, (str, bytes)) or not hasattr(sentence, "__len__")):
+                hint = ", not text: tokenize it first" if isinstance(sentence, (str, bytes)) else ""
+                raise TypeError(
+                    f"documents[{i}][{j}] must be a sentence, a list of token ids{hint}; got {show(sentence, 60)}."
+                )
 
 
 def _truncate_pair(first, second, budget, rng):
@@ -76,16 +104,17 @@ def make_sentence_pairs(
         A list of `(first, second, label)` with `first`, `second` lists of
         ids whose total length fits `sequence_length - num_special_tokens`.
     """
-    if task not in TASKS:
-        raise ValueError(f"task={task!r}; expected one of {TASKS}.")
-    budget = sequence_length - num_special_tokens
+    check_choice("task", task, TASKS)
+    check_int("num_special_tokens", num_special_tokens, 0)
+    budget = check_int("sequence_length", sequence_length) - num_special_tokens
     if budget < 2:
         raise ValueError(
             f"sequence_length={sequence_length} leaves no room for two segments "
             f"after {num_special_tokens} special tokens."
         )
-    if not 0.0 <= short_sequence_probability <= 1.0:
-        raise ValueError(f"short_sequence_probability must be in [0, 1]; got {short_sequence_probability}.")
+    check_number("short_sequence_probability", short_sequence_probability, 0.0, 1.0)
+    check_int("seed", seed, allow_none=True)
+    check_documents(documents)
     documents = [[list(s) for s in doc if len(s)] for doc in documents]
     documents = [doc for doc in documents if doc]
     if task == "nsp" and len(documents) < 2:

@@ -9,6 +9,7 @@ logits into answer texts cut from the original contexts.
 """
 
 import dataclasses
+import math
 import numbers
 
 import keras
@@ -17,6 +18,7 @@ import tensorflow as tf
 
 from kerasbert.preprocessing.preprocessors import TokenizingPreprocessor
 from kerasbert.tokenizers.base import Tokenizer
+from kerasbert.utils.checks import check_int, show
 
 # Special tokens around the two parts of a window: [CLS] Q [SEP] C [SEP]
 # and <s> Q </s></s> C </s>.
@@ -143,9 +145,9 @@ class QuestionAnsweringPreprocessor(TokenizingPreprocessor):
         super().__init__(**kwargs)
         if not isinstance(tokenizer, Tokenizer):
             raise TypeError(f"tokenizer must be a kerasbert Tokenizer; got {type(tokenizer).__name__}.")
-        _check_integer(sequence_length, "sequence_length", 1)
-        _check_integer(doc_stride, "doc_stride", 0)
-        _check_integer(max_question_length, "max_question_length", 1)
+        check_int("sequence_length", sequence_length, 1)
+        check_int("doc_stride", doc_stride, 0)
+        check_int("max_question_length", max_question_length, 1)
         self.tokenizer = tokenizer
         self.style = getattr(tokenizer, "packing_style", "bert")
         specials = _SPECIALS[self.style]
@@ -446,20 +448,16 @@ def best_answers(layout, contexts, start_logits, end_logits, *, n_best_size=20, 
 
 def check_decoding_options(n_best_size, max_answer_length, null_score_threshold):
     """The options of `decode_answers` and `best_answers`, checked."""
-    _check_integer(n_best_size, "n_best_size", 1)
-    _check_integer(max_answer_length, "max_answer_length", 1)
+    check_int("n_best_size", n_best_size, 1)
+    check_int("max_answer_length", max_answer_length, 1)
     if null_score_threshold is not None and (
         isinstance(null_score_threshold, bool) or not isinstance(null_score_threshold, numbers.Real)
+        or math.isnan(null_score_threshold)
     ):
         raise TypeError(f"null_score_threshold must be a number or None; got {null_score_threshold!r}.")
 
 
 # -- Helpers --------------------------------------------------------------------
-
-def _check_integer(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}.")
-
 
 def _text_list(texts, name):
     """A list/tuple/array of strings, or an eager rank-1 tf.string tensor ->
@@ -538,10 +536,15 @@ def _answer_tokens(spans, rows, lengths, starts, ends):
 
 
 def _logits(logits, name, shape):
-    array = np.asarray(keras.ops.convert_to_numpy(logits), dtype="float64")
+    try:
+        array = np.asarray(keras.ops.convert_to_numpy(logits), dtype="float64")
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of numbers (num_windows, sequence_length); got {show(logits)}.") from None
     if array.shape != tuple(shape):
         raise ValueError(
             f"{name} must have shape (num_windows, sequence_length) = {tuple(shape)}, one row per window; "
             f"got {array.shape}."
         )
+    if np.isnan(array).any() or np.isposinf(array).any():
+        raise ValueError(f"{name} holds NaN or +inf values; the model's outputs went wrong before decoding.")
     return array

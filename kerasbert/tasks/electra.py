@@ -1,13 +1,15 @@
 """ELECTRA pretraining: a small generator fills the masked positions, the
 discriminator tells replaced tokens from original ones."""
 
+import math
+
 import keras
 from keras import ops
 
 from kerasbert.encoder import Encoder
 from kerasbert.layers.activations import get_activation
 from kerasbert.layers.heads import MaskedLMHead
-from kerasbert.tasks.masked_lm import default_optimizer
+from kerasbert.tasks.masked_lm import default_optimizer, mask_targets
 from kerasbert.tasks.task import Task, check_encoder, encoder_inputs
 
 # Generator width as a fraction of the discriminator's (hidden size, FFN
@@ -173,8 +175,8 @@ class ElectraPretrainer(Task):
         _check_compatible(generator, discriminator)
         for name, value in [("generator_weight", generator_weight),
                             ("discriminator_weight", discriminator_weight), ("temperature", temperature)]:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{name} must be a number >= 0; got {value!r}.")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0; got {value!r}.")
         if temperature == 0:
             raise ValueError("temperature must be > 0; got 0.")
 
@@ -274,6 +276,9 @@ class ElectraPretrainer(Task):
                 generator_directory = huggingface_checkpoint_directory(generator_reference)
             assign_head_weights(pretrainer, directory, generator_directory)
         return pretrainer
+
+    def _targets(self, raw=False):
+        return mask_targets(self.discriminator)
 
     def compile(self, optimizer="auto", **kwargs):
         """`compile` with AdamW by default; the loss is built in (see the

@@ -1,10 +1,15 @@
 """Filling in masked tokens with a pretrained masked-LM head: what a
 pretraining run has learnt, in words."""
 
+import numbers
+
 import numpy as np
 from keras import ops
 
 from kerasbert.preprocessing.packer import Packer
+from kerasbert.tasks.inputs import check_examples
+from kerasbert.tokenizers.base import Tokenizer
+from kerasbert.utils.checks import show
 
 
 def fill_mask(model, tokenizer, texts, top_k=5, sequence_length=128):
@@ -33,15 +38,30 @@ def fill_mask(model, tokenizer, texts, top_k=5, sequence_length=128):
     >>> len(guesses[0]), len(guesses[0][0])
     (1, 3)
     """
-    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-        raise TypeError(f"texts must be a list of strings; got {texts!r}.")
+    encoder = getattr(model, "encoder", None) or getattr(model, "discriminator", None)
+    if encoder is None or "mask_positions" not in getattr(model, "input", {}):
+        raise TypeError("model must be a MaskedLM, a BertPretrainer or an ElectraPretrainer (a model with a "
+                        f"masked-LM head); got {type(model).__name__}.")
+    if not isinstance(tokenizer, Tokenizer):
+        raise TypeError(f"tokenizer must be a kerasbert Tokenizer (the model's); got {type(tokenizer).__name__}.")
+    check_examples(texts, "texts", pairs=False, datasets=False)
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"texts must be a list of strings; texts[{bad}] is {type(texts[bad]).__name__} "
+                        f"{show(texts[bad])}.")
+    for name, value, low, high in (("top_k", top_k, 1, encoder.vocabulary_size),
+                                   ("sequence_length", sequence_length, 3, encoder.max_sequence_length)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+            raise ValueError(f"{name} must be an integer in [{low}, {high}]; got {show(value)}.")
     mask_id = tokenizer.special_token_ids["mask"]
     inputs = {k: np.asarray(v) for k, v in Packer.from_tokenizer(tokenizer, sequence_length)(tokenizer(texts)).items()}
     is_mask = inputs["token_ids"] == mask_id  # (batch, seq)
     if not is_mask.any(axis=1).all():
-        missing = [t for t, m in zip(texts, is_mask.any(axis=1)) if not m]
+        missing = [i for i, m in enumerate(is_mask.any(axis=1)) if not m]
         mask = tokenizer.id_to_token(mask_id)
-        raise ValueError(f"every text needs at least one {mask} token; these have none: {missing}.")
+        raise ValueError(f"every text needs a {mask} token within its first sequence_length={sequence_length} "
+                         f"tokens; texts[{missing[0]}] = {show(texts[missing[0]])} has none"
+                         + (f" (nor have {len(missing) - 1} more)" if len(missing) > 1 else "") + ".")
     slots = int(is_mask.sum(axis=1).max())
     positions = np.zeros((len(texts), slots), "int32")
     weights = np.zeros((len(texts), slots), "float32")
@@ -49,7 +69,6 @@ def fill_mask(model, tokenizer, texts, top_k=5, sequence_length=128):
         where = np.flatnonzero(found)
         positions[row, : len(where)] = where
         weights[row, : len(where)] = 1.0
-    encoder = getattr(model, "encoder", None) or model.discriminator
     features = {k: v for k, v in inputs.items() if k != "segment_ids" or encoder.num_segments}
     features["mask_positions"] = positions
     if "mask_weights" in model.input:

@@ -2,6 +2,7 @@
 text through the preprocessor, the fine-tuning recipe as the default
 optimizer, and the heads of transformers' task checkpoints."""
 
+import numbers
 import os
 import warnings
 
@@ -13,10 +14,17 @@ from kerasbert.distribution import data_parallel_replicas
 from kerasbert.tasks.inputs import (
     COMPILED_SHAPES,
     GROUP_BY_LENGTH,
+    check_examples,
+    check_sample_weight,
+    check_targets,
+    check_text_dataset,
     checked_batch_size,
-    is_raw,
+    checked_count,
+    checked_dataset,
+    input_errors,
     make_dataset,
     pack_batch,
+    show,
 )
 from kerasbert.tasks.task import TASK_FILE, TASK_WEIGHTS_FILE, Task, text_signature  # noqa: F401 (re-exported)
 from kerasbert.utils.io import read_json
@@ -49,11 +57,15 @@ def check_labels(num_classes, labels, example):
         if num_classes is not None and num_classes != len(labels):
             raise ValueError(f"num_classes={num_classes} but {len(labels)} labels were given: {labels}.")
         return len(labels), labels
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+    if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or num_classes < 1:
         raise ValueError(
             f"Give num_classes (a positive integer) or labels (class names); got num_classes={num_classes!r}."
         )
-    return num_classes, None
+    return int(num_classes), None
+
+
+# What `fit`, `evaluate` and `predict` take as raw examples, other than text.
+_RAW_TYPES = (str, bytes, list, tuple, set, frozenset, np.ndarray, tf.Tensor, tf.RaggedTensor, numbers.Number)
 
 
 def _dataset_steps(dataset):
@@ -75,12 +87,18 @@ class FineTuningTask(Task):
       for the new head, layer-wise decay, 10% warmup then linear decay.
     * `from_preset` of a transformers checkpoint with the task's head
       (`...ForSequenceClassification`, ...) keeps that head.
+    * Bad data fails before anything runs: raw examples, targets (`_targets`)
+      and weights are checked here, packed features by `Task`
+      (`kerasbert.tasks.inputs`), with a ValueError or TypeError naming the
+      argument.
 
     Task presets and the serving export are `Task`'s.
     """
 
     # Whether the outputs are per token, `(batch, seq, ...)`.
     per_token_outputs = False
+    # Raw examples are lists of words too (else pairs of texts may be).
+    raw_word_lists = False
     # transformers' `{Family}For{huggingface_architecture}` holds this head.
     huggingface_architecture = None
     # Defaults of the recipe; `compile(...)` overrides them.
@@ -172,14 +190,50 @@ class FineTuningTask(Task):
 
     # -- fit / evaluate / predict on raw examples --------------------------
 
+    def _raw(self, x, name="x"):
+        """Whether `x` holds raw examples for the preprocessor (checked by
+        `check_examples`) rather than packed features or another Keras
+        input; raw examples without a preprocessor are a TypeError."""
+        if x is not None and not isinstance(x, _RAW_TYPES):
+            return False
+        if self.preprocessor is None:
+            raise TypeError(
+                f"this {type(self).__name__} has no preprocessor, so {name} must be packed features (a dict with "
+                f"{list(self.input)}); got {type(x).__name__} {show(x)}. Build it with from_preset or pass "
+                "preprocessor=... to give it text."
+            )
+        check_examples(x, name, word_lists=self.raw_word_lists, pairs=not self.raw_word_lists)
+        return True
+
+    def _check_tokenized(self, tokenized, y, sample_weight, names):
+        """Raw examples' targets checked against the tokenized examples
+        (subclasses: e.g. one tag per word)."""
+
     def _feed(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False, keep_order=False,
-              sort_by_length=False, replicas=1, cut_partial_batch=True):
-        if self.preprocessor is None or not (isinstance(x, tf.data.Dataset) or is_raw(x)):
+              sort_by_length=False, replicas=1, cut_partial_batch=True, needs_y=False,
+              names=("x", "y", "sample_weight")):
+        """A dataset of `make_dataset` for raw examples (their targets and
+        weights checked; `needs_y`: targets required) or a dataset of them;
+        None for other inputs (packed features), which Keras takes."""
+        if isinstance(x, tf.data.Dataset):
+            if self.preprocessor is None:
+                return None
+            check_text_dataset(x, names[0])
+        elif not self._raw(x, names[0]):
             return None
+        else:
+            targets = self._targets(raw=True)
+            if targets is not None and (y is not None or needs_y):
+                y = check_targets(y, targets, names[1])
+            check_sample_weight(sample_weight, names[2])
+
+        def check_tokenized(tokenized, y, sample_weight):
+            self._check_tokenized(tokenized, y, sample_weight, names)
+
         return make_dataset(self.preprocessor, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
                             shapes=self._padded_shapes(), group_by_length=1 if keep_order else GROUP_BY_LENGTH,
                             input_names=tuple(self.input), sort_by_length=sort_by_length, replicas=replicas,
-                            cut_partial_batch=cut_partial_batch)
+                            cut_partial_batch=cut_partial_batch, check_tokenized=check_tokenized)
 
     def _padded_shapes(self):
         # XLA compiles the step once per input shape: a few padded lengths
@@ -190,14 +244,21 @@ class FineTuningTask(Task):
             sample_weight=None, steps_per_epoch=None, **kwargs):
         """`keras.Model.fit`, also on raw examples (see the class doc);
         with the "auto" optimizer each call runs one full schedule."""
-        dataset = self._feed(x, y, sample_weight, batch_size, shuffle=shuffle, replicas=data_parallel_replicas())
+        epochs = checked_count(epochs, "epochs")
+        if validation_data is not None and not isinstance(validation_data, tf.data.Dataset) and (
+                not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3)):
+            raise ValueError("validation_data must be (x, y), (x, y, sample_weight) or a tf.data.Dataset; "
+                             f"got {show(validation_data)}.")
+        dataset = self._feed(x, y, sample_weight, batch_size, shuffle=shuffle, replicas=data_parallel_replicas(),
+                             needs_y=True)
         if dataset is not None:
             x, y, sample_weight, batch_size = dataset, None, None, None
         if validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
-            validation = self._feed(*validation_data, batch_size=None) if is_raw(validation_data[0]) else None
+            validation = self._feed(*validation_data, batch_size=None, needs_y=True,
+                                    names=tuple(f"validation_data[{i}]" for i in range(3)))
             validation_data = validation if validation is not None else validation_data
         elif isinstance(validation_data, tf.data.Dataset):
-            validation_data = self._feed(validation_data) or validation_data
+            validation_data = self._feed(validation_data, names=("validation_data",) * 3) or validation_data
         if getattr(self, "_recipe", None) is not None:
             steps = steps_per_epoch or (_dataset_steps(x) if isinstance(x, tf.data.Dataset) else None)
             if steps is None and x is not None and not isinstance(x, tf.data.Dataset):
@@ -214,7 +275,7 @@ class FineTuningTask(Task):
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """`keras.Model.evaluate`, also on raw examples."""
         dataset = self._feed(x, y, sample_weight, batch_size, replicas=data_parallel_replicas(),
-                             cut_partial_batch=False)
+                             cut_partial_batch=False, needs_y=True)
         if dataset is not None:
             x, y, sample_weight, batch_size = dataset, None, None, None
         return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
@@ -225,9 +286,7 @@ class FineTuningTask(Task):
         in the input's order, per-token outputs padded with zeros to the
         preprocessor's `sequence_length`; up to `batch_size` examples are
         packed as one batch directly, without a tf.data pipeline."""
-        if isinstance(x, (list, np.ndarray)) and len(x) == 0:
-            raise ValueError("x holds no examples: predict needs at least one text.")
-        if self.preprocessor is None or not is_raw(x) and not isinstance(x, tf.data.Dataset):
+        if not isinstance(x, tf.data.Dataset) and not self._raw(x) or self.preprocessor is None:
             return super().predict(x, batch_size=batch_size, **kwargs)
         if isinstance(x, tf.data.Dataset):
             return self.predict_batches(self._feed(x, batch_size=batch_size, keep_order=True))
@@ -250,6 +309,7 @@ class FineTuningTask(Task):
         preprocessor's `sequence_length` first."""
         width = self.preprocessor.sequence_length
         if isinstance(dataset, tf.data.Dataset):
+            dataset = checked_dataset(dataset, self._input_encoder(), tuple(self.input))
             self._trace_for_any_length(dataset.element_spec)
             batches = dataset.as_numpy_iterator()
         else:
@@ -257,9 +317,10 @@ class FineTuningTask(Task):
             if batches:
                 self._trace_for_any_length(tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), batches[0]))
         collected = []
-        for batch in batches:
-            features = batch[0] if isinstance(batch, tuple) else batch
-            collected.append(keras.tree.map_structure(np.asarray, self.predict_on_batch(features)))
+        with input_errors():
+            for batch in batches:
+                features = batch[0] if isinstance(batch, tuple) else batch
+                collected.append(keras.tree.map_structure(np.asarray, self.predict_on_batch(features)))
 
         def join(*parts):
             if self.per_token_outputs:  # (batch, seq, ...): pad seq to `width`

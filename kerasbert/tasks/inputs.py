@@ -14,10 +14,16 @@ sorts the examples by length (and puts the outputs back in order), so that
 batches hold rows of similar length and little padding.
 """
 
+import contextlib
+import dataclasses
+import numbers
+import re
+
 import numpy as np
 import tensorflow as tf
 
 from kerasbert.distribution import check_global_batch
+from kerasbert.utils.checks import show
 
 DEFAULT_BOUNDARIES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 # Batches regrouped by length at a time (see `make_dataset`).
@@ -87,24 +93,15 @@ def fitted_boundaries(lengths, sequence_length, shapes=None, multiple=PADDING_MU
     return tuple(int(c) for c in candidates if c < sequence_length) + (int(sequence_length),)
 
 
-def is_raw(x):
-    """Whether `x` holds text (str lists/arrays, or a pair of them) rather
-    than already-packed features."""
-    if isinstance(x, tuple) and len(x) == 2:
-        return is_raw(x[0]) and is_raw(x[1])
-    if isinstance(x, np.ndarray):
-        return x.dtype.kind in "USO"
-    if isinstance(x, (list, tuple)):
-        return len(x) > 0 and isinstance(x[0], (str, bytes, list, tuple))
-    return isinstance(x, tf.Tensor) and x.dtype == tf.string or isinstance(x, tf.RaggedTensor)
-
-
 def _to_slices(value):
-    """Lists of variable-length rows (words, word tags) -> a ragged tensor."""
+    """Lists of variable-length rows (words, word tags, word weights) -> a
+    ragged tensor: strings, int32, or float32 when any value is a float."""
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple, np.ndarray)):
-        rows = [list(row) for row in value]
-        text = any(isinstance(item, (str, bytes)) for row in rows for item in row[:1])
-        return tf.ragged.constant(rows, dtype=tf.string if text else tf.int32)
+        rows = [np.asarray(row).tolist() if isinstance(row, np.ndarray) else list(row) for row in value]
+        if any(isinstance(item, (str, bytes)) for row in rows for item in row[:1]):
+            return tf.ragged.constant(rows, dtype=tf.string)
+        floats = any(isinstance(item, float) for row in rows for item in row)
+        return tf.ragged.constant(rows, dtype=tf.float32 if floats else tf.int32)
     return value
 
 
@@ -188,15 +185,12 @@ def _packed_lengths(dataset, preprocess):
 
 def checked_batch_size(batch_size):
     """`batch_size`, 32 for None, or a ValueError naming it."""
-    batch_size = 32 if batch_size is None else batch_size
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
-    return batch_size
+    return checked_count(batch_size, "batch_size", default=32)
 
 
 def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, shuffle=False,
                  seed=None, boundaries=None, shapes=None, group_by_length=GROUP_BY_LENGTH, input_names=None,
-                 sort_by_length=False, replicas=1, cut_partial_batch=True):
+                 sort_by_length=False, replicas=1, cut_partial_batch=True, check_tokenized=None):
     """A `tf.data.Dataset` of preprocessed, boundary-padded batches (and,
     with `sort_by_length`, the order of its examples).
 
@@ -240,6 +234,10 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
             must be a multiple of it.
         cut_partial_batch: False (evaluation, where every example counts):
             a last batch that does not split raises a ValueError instead.
+        check_tokenized: in-memory examples: called as `check_tokenized(
+            tokenized, y, sample_weight)` once they are tokenized, to check
+            the targets against them (e.g. one tag per word) eagerly, before
+            any of it runs in tf.data.
     """
     batch_size = checked_batch_size(batch_size)
     check_global_batch(batch_size, replicas)
@@ -255,6 +253,8 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         # no tokenizer graph to build per dataset); tf.data packs them.
         count = _check_lengths(x, y, sample_weight)
         tokenized = preprocessor.tokenize_examples(x)
+        if check_tokenized is not None:
+            check_tokenized(tokenized, y, sample_weight)
         slices = (tokenized,) + tuple(_to_slices(v) for v in (y, sample_weight) if v is not None)
         dataset = tf.data.Dataset.from_tensor_slices(slices)
 
@@ -364,3 +364,427 @@ def without_autotune(dataset):
     options = tf.data.Options()
     options.autotune.enabled = False
     return dataset.with_options(options)
+
+
+# -- Checks of what users pass ------------------------------------------------
+# Bad data must fail here, with a message naming the argument, rather than as
+# an error of a framework's gather (TensorFlow on CPU), a silent clamp or NaN
+# (JAX), or a model whose weights a NaN loss has spoilt. In-memory data is
+# checked eagerly with NumPy before `fit`; a `tf.data.Dataset` gets the same
+# checks as assertions in its pipeline (`checked_dataset`), so nothing is
+# added to the compiled step and the data stays on the input threads.
+
+# The start of the messages of the pipeline's assertions (`input_errors`).
+INPUT_CHECK = "kerasbert input check: "
+# `Targets.classes` for positions within the packed sequence.
+SEQUENCE = "sequence"
+
+
+def checked_count(value, name, default=None):
+    """`value` as an int (`default` for None), or a ValueError naming it
+    unless it is a positive integer."""
+    value = default if value is None else value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {show(value)}.")
+    return int(value)
+
+
+def check_examples(x, name="x", word_lists=False, pairs=True, datasets=True):
+    """Raw in-memory examples: a batch (list, tuple, 1-D array or tensor) of
+    strings, a pair `(first, second)` of such batches (with `pairs`), or with
+    `word_lists` also a batch of word lists. Checks the container (the
+    preprocessor checks the items): a ValueError or TypeError naming `name`
+    for None, a single string, numbers, a batch of the wrong rank or an empty
+    one. `datasets`: a `tf.data.Dataset` is also taken (said when x is None)."""
+    accepted = "a list of strings" + (" or of word lists" if word_lists else "") + (
+        ", or a pair (first, second) of them" if pairs else "")
+    if pairs and isinstance(x, tuple) and len(x) == 2 and not all(isinstance(v, (str, bytes)) for v in x):
+        for i, side in enumerate(x):
+            check_examples(side, f"{name}[{i}]", word_lists, pairs=False, datasets=datasets)
+        return
+    if x is None:
+        raise ValueError(f"{name} is None; give {accepted}" + (" (or a tf.data.Dataset)." if datasets else "."))
+    rank = x.ndim if isinstance(x, np.ndarray) else x.shape.rank if isinstance(x, (tf.Tensor, tf.RaggedTensor)) \
+        else None
+    if isinstance(x, (str, bytes)) or rank == 0:
+        raise TypeError(f"{name} must be a batch of examples, not a single string; wrap it: [{name}]. "
+                        f"Got {show(x)}.")
+    if not isinstance(x, (list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)):
+        hint = " (a set has no order: make it a list)" if isinstance(x, (set, frozenset)) else ""
+        raise TypeError(f"{name} must be {accepted}; got {type(x).__name__} {show(x)}{hint}.")
+    dtype = getattr(x, "dtype", None)
+    if isinstance(x, np.ndarray) and dtype.kind not in "USO" or isinstance(x, (tf.Tensor, tf.RaggedTensor)) \
+            and dtype != tf.string:
+        raise TypeError(f"{name} must hold text ({accepted}); got an array of {dtype.name}. Packed features "
+                        "go in a dict (token_ids, padding_mask, ...).")
+    if rank is not None and not (rank == 1 or word_lists and rank == 2):
+        raise ValueError(f"{name} must be a 1-D batch of strings" + (" or a 2-D batch of words" if word_lists else "")
+                         + f"; got an array of shape {tuple(x.shape)}.")
+    if len(x) == 0:
+        raise ValueError(f"{name} holds no examples; give at least one.")
+
+
+def check_text_dataset(dataset, name="x"):
+    """A `tf.data.Dataset` of raw examples for a preprocessor: its elements
+    `x`, `(x, y)` or `(x, y, sample_weight)` with `x` strings, a pair of
+    them or packed features (a dict); else a TypeError describing them."""
+    spec = dataset.element_spec
+    x = spec[0] if isinstance(spec, tuple) and not _is_string_pair(spec) else spec
+    if isinstance(x, dict) or _is_string_pair(x):
+        return
+    if not (isinstance(x, (tf.TensorSpec, tf.RaggedTensorSpec)) and x.dtype == tf.string):
+        raise TypeError(f"{name}: the dataset's elements must be text (x, (x, y) or (x, y, sample_weight), x "
+                        f"a string, a pair of them or a dict of packed features); they are {show(spec, 200)}.")
+
+
+def _is_string_pair(spec):
+    return isinstance(spec, tuple) and len(spec) == 2 and all(
+        isinstance(s, (tf.TensorSpec, tf.RaggedTensorSpec)) and s.dtype == tf.string for s in spec)
+
+
+@dataclasses.dataclass(frozen=True)
+class Targets:
+    """What a task's `y` holds, for `check_targets` and `checked_dataset`.
+
+    Attributes:
+        classes: ids are integers in `[0, classes)` (`SEQUENCE`: positions in
+            the packed sequence); None: finite numbers.
+        what: their name in messages ("class ids", "token ids", ...).
+        rank: dimensions of `y`: 1 per example, 2 per position (a trailing
+            dimension of 1 is also taken for 1).
+        width: numbers: the size of each example's vector (rank 2).
+        per_word: `y` holds a list of ids per example, one per word;
+            negative ids mark words left out of the loss.
+    """
+
+    classes: object = None
+    what: str = "class ids"
+    rank: int = 1
+    width: int | None = None
+    per_word: bool = False
+
+    def accepted(self, sequence=None):
+        if self.classes is None:
+            return f"{self.what}: finite numbers" + (f", {self.width} per example" if self.width else "")
+        high = sequence if self.classes == SEQUENCE else self.classes
+        bound = f"in [0, {high})" if high is not None else "within the sequence"
+        return f"{self.what}: integers {bound}" + (" (negative: left out)" if self.per_word else "")
+
+
+def _array(value):
+    """`value` as a NumPy array, or None when it cannot be read as one
+    (a generator, a symbolic tensor...)."""
+    if isinstance(value, tf.RaggedTensor):
+        return None
+    try:
+        return np.asarray(value)
+    except Exception:  # e.g. a torch tensor that needs grad; ragged lists  # noqa: BLE001
+        return None
+
+
+def _rows(value, name, accepted):
+    """Per-example rows of a ragged `value` (a list of lists, an object
+    array, a ragged tensor) -> (flat values, the (row, column) of each)."""
+    if isinstance(value, tf.RaggedTensor):
+        value = value.to_list()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
+        raise TypeError(f"{name} must hold one list of {accepted} per example; got {type(value).__name__} "
+                        f"{show(value)}.")
+    flat, where = [], []
+    for i, row in enumerate(value):
+        if isinstance(row, (str, bytes)) or not isinstance(row, (list, tuple, np.ndarray, tf.Tensor)):
+            raise TypeError(f"{name}[{i}] must be a list of {accepted}, one per word; got {show(row)}.")
+        row = list(np.asarray(row).tolist() if isinstance(row, (np.ndarray, tf.Tensor)) else row)
+        flat += row
+        where += [(i, j) for j in range(len(row))]
+    if any(isinstance(v, (list, tuple)) for v in flat):
+        j = next(k for k, v in enumerate(flat) if isinstance(v, (list, tuple)))
+        raise TypeError(f"{name}[{where[j][0]}][{where[j][1]}] must be a number; got {show(flat[j])}.")
+    return np.asarray(flat, dtype=object if any(not isinstance(v, numbers.Number) for v in flat) else None), where
+
+
+def _check_numbers(values, name, what, where=None, shape=None, ids=False):
+    """Numbers only, and finite; the first bad value named by its index
+    (`ids`: they stand for names, which a message tells to map to ids)."""
+    kind = values.dtype.kind
+    if kind in "biu":
+        return
+    if kind != "f":
+        flat = values.ravel()
+        bad = next((i for i, v in enumerate(flat) if isinstance(v, bool) or not isinstance(v, numbers.Real)), None)
+        if bad is None:
+            values = flat.astype(np.float64).reshape(values.shape)
+        else:
+            value = _plain(flat[bad])
+            hint = " (map names to ids first, e.g. [labels.index(name) for name in names])" \
+                if ids and isinstance(value, (str, bytes)) else ""
+            raise TypeError(f"{_index(name, bad, where, shape or values.shape)} must be a number ({what}); got "
+                            f"{type(value).__name__} {show(value)}{hint}.")
+    bad = np.flatnonzero(~np.isfinite(values.astype(np.float64).ravel()))
+    if bad.size:
+        raise ValueError(f"{_index(name, bad[0], where, shape or values.shape)} is "
+                         f"{_plain(values.ravel()[bad[0]])!r}; {what} must be finite numbers.")
+
+
+def _plain(value):
+    """A NumPy scalar as the Python number it holds (for messages)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _index(name, flat_index, where, shape):
+    spot = where[int(flat_index)] if where is not None else np.unravel_index(int(flat_index), shape)
+    return name + "".join(f"[{int(i)}]" for i in spot)
+
+
+def check_targets(y, targets, name="y", count=None, sequence=None):
+    """In-memory targets `y` as `targets` (a `Targets`, or a dict of them per
+    output) describes them: a TypeError or ValueError naming `name` and the
+    first bad value, else `y` unchanged. `count`: the examples `y` must have
+    (packed features; raw examples are counted by `make_dataset`);
+    `sequence`: the packed length, for `SEQUENCE` targets."""
+    targets = _single(targets, y)
+    if isinstance(targets, dict):
+        if not isinstance(y, dict):
+            raise TypeError(f"{name} must be a dict with the targets of {sorted(targets)}; got "
+                            f"{type(y).__name__} {show(y)}.")
+        missing = sorted(set(targets) - set(y))
+        if missing:
+            raise ValueError(f"{name} lacks {missing}: it needs {sorted(targets)}.")
+        return {k: check_targets(v, targets[k], f"{name}[{k!r}]", count, sequence) if k in targets else v
+                for k, v in y.items()}
+    accepted = targets.accepted(sequence)
+    if y is None:
+        raise ValueError(f"{name} is None; training and evaluation need the targets: {accepted}.")
+    if isinstance(y, (str, bytes)):
+        raise TypeError(f"{name} must hold {accepted}; got a string {show(y)}.")
+    where = None
+    if targets.per_word and not (isinstance(y, np.ndarray) and y.dtype != object):
+        values, where = _rows(y, name, targets.what)
+    else:
+        values = _array(y)
+        if values is None:
+            return y
+        if values.dtype == object and values.ndim != targets.rank:
+            raise ValueError(f"{name} must be a rectangular array of {accepted}; got rows of different lengths.")
+    shape = values.shape
+    if count is not None and where is None and values.ndim and len(values) != count:
+        raise ValueError(f"{name} has {len(values)} entries but x has {count} examples.")
+    if where is None:
+        rank = values.ndim - (values.ndim == targets.rank + 1 and shape[-1] == 1 and targets.width is None)
+        if rank != targets.rank or targets.width is not None and shape[-1] != targets.width:
+            wanted = ("(examples,)" if targets.rank == 1 else "(examples, positions)") if targets.width is None \
+                else f"(examples, {targets.width})"
+            hint = f" (one-hot? give the ids: {name}.argmax(-1))" if targets.classes is not None and \
+                targets.rank == 1 and values.ndim == 2 else ""
+            raise ValueError(f"{name} must have shape {wanted}, {accepted}; got shape {shape}{hint}.")
+    _check_numbers(values, name, targets.what, where, shape, ids=targets.classes is not None)
+    if where is None and values.ndim == targets.rank + 1 and targets.width is None:
+        y = values.reshape(shape[:-1])  # (examples, 1) -> (examples,), as the loss takes it
+    if targets.classes is None or values.size == 0:
+        return y
+    flat = values.astype(np.float64).ravel()
+    fractional = np.flatnonzero(flat != np.round(flat))
+    if fractional.size:
+        raise TypeError(f"{_index(name, fractional[0], where, shape)}={_plain(flat[fractional[0]])!r} is not an "
+                        f"integer; {name} must hold {accepted}.")
+    if targets.per_word and values.dtype.kind == "f":  # ragged rows of ids are read as integers
+        raise TypeError(f"{_index(name, 0, where, shape)}={_plain(flat[0])!r} is a float; {name} must hold "
+                        f"{accepted}.")
+    high = sequence if targets.classes == SEQUENCE else targets.classes
+    low = -np.inf if targets.per_word else 0
+    bad = np.flatnonzero((flat < low) | (flat >= (high if high is not None else np.inf)))
+    if bad.size:
+        raise ValueError(f"{_index(name, bad[0], where, shape)}={int(flat[bad[0]])} is out of range: {name} must "
+                         f"hold {accepted}.")
+    return y
+
+
+def _single(targets, y):
+    """The targets of a model with one output, which Keras also takes out of a dict."""
+    if isinstance(targets, dict) and len(targets) == 1 and not isinstance(y, dict):
+        return next(iter(targets.values()))
+    return targets
+
+
+def check_sample_weight(sample_weight, name="sample_weight", count=None):
+    """Weights: finite numbers >= 0 (a NaN or negative weight gives a NaN
+    or unbounded loss, and spoils the weights it trains), per example or per
+    position, or a dict of them per output; else a ValueError naming the
+    first bad one."""
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, dict):
+        return {k: check_sample_weight(v, f"{name}[{k!r}]", count) for k, v in sample_weight.items()}
+    values, where = _array(sample_weight), None
+    if values is not None and values.dtype == object:
+        values, where = _rows(sample_weight, name, "weights")
+    if values is None:
+        return sample_weight
+    if count is not None and where is None and values.ndim and len(values) != count:
+        raise ValueError(f"{name} has {len(values)} entries but x has {count} examples.")
+    _check_numbers(values, name, "weights", where, values.shape)
+    bad = np.flatnonzero(values.astype(np.float64).ravel() < 0)
+    if bad.size:
+        value = _plain(values.ravel()[bad[0]])
+        raise ValueError(f"{_index(name, bad[0], where, values.shape)}={value!r} is negative; {name} must hold "
+                         "weights >= 0.")
+    return sample_weight
+
+
+def feature_ranges(encoder, names):
+    """Per packed feature of `names`: `(low, high, what)`, the values it
+    may take (`high` exclusive; `SEQUENCE`: the packed length)."""
+    ranges = {"token_ids": (0, encoder.vocabulary_size, "token ids"),
+              "segment_ids": (0, max(encoder.num_segments, 1), "segment ids"),
+              # 1 marks a token; packed documents number theirs 1, 2, ... (Encoder)
+              "padding_mask": (0, 2**31, "0 (padding) or a token's document number (1 for one document)"),
+              "mask_positions": (0, SEQUENCE, "positions in the sequence"),
+              "mask_weights": (0, np.inf, "weights >= 0")}
+    return {name: ranges[name] for name in names if name in ranges}
+
+
+def check_features(features, encoder, names, name="x"):
+    """Packed features for a model with inputs `names` on `encoder`: a dict
+    holding each of them, `(batch, seq)` integers (`mask_positions` and
+    `mask_weights`: `(batch, masked)`) within the encoder's tables, `seq` at
+    most its `max_sequence_length`. Lists become arrays; anything else
+    wrong is a TypeError or ValueError naming the feature and its first bad
+    value. Tensors that NumPy cannot read (symbolic ones) pass unchecked."""
+    if not isinstance(features, dict):
+        raise TypeError(f"{name} must be packed features, a dict with {list(names)}; got "
+                        f"{type(features).__name__} {show(features)}.")
+    missing = [n for n in names if n not in features]
+    if missing:
+        raise ValueError(f"{name} lacks the features {missing}; the model takes {list(names)} (got "
+                         f"{sorted(features)}).")
+    features = {k: np.asarray(v) if isinstance(v, (list, tuple)) else v for k, v in features.items()}
+    arrays = {k: _array(features[k]) for k in names}
+    if any(a is None for a in arrays.values()):
+        return features
+    tokens = arrays["token_ids"]
+    if tokens.ndim != 2:
+        raise ValueError(f"{name}['token_ids'] must be (batch, seq); got shape {tokens.shape}.")
+    batch, seq = tokens.shape
+    if not 1 <= seq <= encoder.max_sequence_length:
+        raise ValueError(f"{name}['token_ids'] holds sequences of {seq} positions; the encoder takes 1 to "
+                         f"max_sequence_length={encoder.max_sequence_length} (its position table).")
+    masked = arrays.get("mask_positions")
+    for key, (low, high, what) in feature_ranges(encoder, names).items():
+        array = arrays[key]
+        if key in ("mask_positions", "mask_weights"):  # (batch, masked)
+            reference, wanted = "mask_positions", (batch, masked.shape[-1] if masked.ndim else 0)
+        else:
+            reference, wanted = "token_ids", (batch, seq)
+        if array.shape != wanted:
+            raise ValueError(f"{name}[{key!r}] has shape {array.shape}; it must be {wanted}, as {name}['{reference}'] "
+                             "gives.")
+        numbers_taken = "biuf" if key in ("padding_mask", "mask_weights") else "biu"
+        if array.dtype.kind not in numbers_taken:
+            kind = "numbers" if "f" in numbers_taken else "integers"
+            raise TypeError(f"{name}[{key!r}] must hold {kind} ({what}); got an array of {array.dtype}.")
+        values = array.astype(np.float64)
+        top = seq if high == SEQUENCE else high
+        bad = np.flatnonzero(~((values >= low) & (values < top) & (np.isfinite(values) | (top == np.inf)))
+                             | (key == "padding_mask") & (values != np.round(values)))
+        if bad.size:
+            value = _plain(array.ravel()[bad[0]])
+            bound = f"in [{low}, {top})" if top != np.inf else f">= {low}"
+            table = {"token_ids": f" (vocabulary_size={top})", "segment_ids": f" (num_segments={encoder.num_segments})"}
+            raise ValueError(f"{_index(f'{name}[{key!r}]', bad[0], None, array.shape)}={value!r} is out of range: "
+                             f"{key} must be {what}, {bound}{table.get(key, '')}.")
+    return features
+
+
+def checked_dataset(dataset, encoder, names, targets=None):
+    """`dataset` of packed features, `(features, y)` or `(features, y,
+    sample_weight)` batches with the checks of `check_features`,
+    `check_targets` and `check_sample_weight` as assertions in its
+    pipeline (on the input threads, not in the model's step); run the model
+    on it inside `input_errors()` to get a ValueError. Elements that are
+    not packed features pass untouched."""
+    spec = dataset.element_spec
+    features_spec = spec[0] if isinstance(spec, tuple) else spec
+    if not isinstance(features_spec, dict) or "token_ids" not in features_spec:
+        return dataset
+    ranges = feature_ranges(encoder, names)
+    if isinstance(spec, tuple) and len(spec) > 1 and targets is not None:
+        _check_target_spec(spec[1], targets)
+    limit = encoder.max_sequence_length
+
+    def check(*element):
+        features = element[0]
+        tokens = features["token_ids"]
+        seq = tf.shape(tokens)[-1]
+        _assert(seq <= limit, f"x['token_ids'] holds sequences longer than the encoder's max_sequence_length="
+                f"{limit} (its position table); sequence length", seq)
+        for key, (low, high, what) in ranges.items():
+            if key in features:
+                _assert_range(features[key], low, seq if high == SEQUENCE else high, f"x[{key!r}] must be {what}")
+        if len(element) > 1 and targets is not None:
+            _assert_targets(element[1], targets, "y", seq)
+        if len(element) > 2:
+            for weight in tf.nest.flatten(element[2]):
+                _assert_range(weight, 0, np.inf, "sample_weight must hold finite weights >= 0")
+        return element if len(element) > 1 else element[0]
+
+    return dataset.map(check)
+
+
+def _check_target_spec(spec, targets):
+    """The dtypes of a dataset's targets, checked when it is built."""
+    targets = _single(targets, spec)
+    if isinstance(targets, dict):
+        if not isinstance(spec, dict) or set(targets) - set(spec):
+            raise ValueError(f"y: the dataset's targets must be a dict with {sorted(targets)}; they are {show(spec)}.")
+        for key, value in targets.items():
+            _check_target_spec(spec[key], value)
+        return
+    dtype = getattr(spec, "dtype", None)
+    if dtype is not None and not (dtype.is_integer or dtype.is_floating or dtype == tf.bool):
+        raise TypeError(f"y: the dataset's targets must be {targets.accepted()}; they are {dtype.name} "
+                        "(map names to ids first).")
+
+
+def _assert_targets(y, targets, name, seq):
+    targets = _single(targets, y)
+    if isinstance(targets, dict):
+        for key, value in targets.items():
+            _assert_targets(y[key], value, f"{name}[{key!r}]", seq)
+        return
+    if targets.classes is None:
+        if y.dtype.is_floating:
+            _assert(tf.reduce_all(tf.math.is_finite(y)),
+                    f"{name} must hold finite numbers; a batch of the dataset holds NaN or infinite ones")
+        return
+    sequence = targets.classes == SEQUENCE
+    # Per-word targets reach the model as (batch, seq) ids of the labelled words: all in [0, classes).
+    _assert_range(y, 0, seq if sequence else targets.classes,
+                  f"{name} must hold {targets.what} in [0, {'seq' if sequence else targets.classes})")
+
+
+def _assert_range(values, low, high, message):
+    values = values.flat_values if isinstance(values, tf.RaggedTensor) else values
+    values = tf.cast(values, tf.float64)
+    ok = tf.reduce_all((values >= low) & (values < tf.cast(high, tf.float64)) & ~tf.math.is_nan(values))
+    _assert(ok, message + "; found values from", tf.reduce_min(values), "to", tf.reduce_max(values))
+
+
+def _assert(condition, message, *data):
+    tf.debugging.Assert(condition, [INPUT_CHECK + message, *data])
+
+
+@contextlib.contextmanager
+def input_errors():
+    """Runs a model on a `checked_dataset`: a failed check of its pipeline,
+    which reaches the caller as a framework error, becomes the ValueError it
+    describes."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as error:
+        text = str(error)
+        if INPUT_CHECK not in text:
+            raise
+        found = text.split(INPUT_CHECK, 1)[1].split("\n")[0].replace("\\'", "'")
+        parts = [p for p in re.split(r"\]\s*\[", found.rstrip().rstrip("]")) if p]
+        message = " ".join(parts).replace("; found values from ", "; a batch of the dataset holds values from ")
+        raise ValueError(message.rstrip(". ") + ".") from None

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from kerasbert.layers.heads import MaskedLMHead
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
+from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.task import Task, check_encoder, encoder_inputs, text_signature
 
 
@@ -33,6 +34,12 @@ def masked_lm_loss():
     return keras.losses.SparseCategoricalCrossentropy(
         from_logits=True, reduction="mean_with_sample_weight"
     )
+
+
+def mask_targets(encoder):
+    """The targets of a masked LM: the original token ids at the masked
+    positions, `(batch, num_masked)`."""
+    return Targets(encoder.vocabulary_size, "token ids", rank=2)
 
 
 def accuracy():
@@ -94,6 +101,9 @@ class MaskedLM(Task):
         self.mlm_head = head
         self._set_preprocessor(preprocessor)
         self._finish(encoder, encoder=encoder, preprocessor=preprocessor)
+
+    def _targets(self, raw=False):
+        return mask_targets(self.encoder)
 
     def compile(self, optimizer="auto", loss="auto", weighted_metrics="auto", **kwargs):
         """`compile` with pretraining defaults for every argument left "auto":

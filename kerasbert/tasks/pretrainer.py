@@ -2,9 +2,11 @@
 
 import keras
 
+from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.masked_lm import (
     accuracy,
     default_optimizer,
+    mask_targets,
     masked_lm_graph,
     masked_lm_loss,
 )
@@ -62,6 +64,13 @@ class BertPretrainer(Task):
         self.mlm_head = head
         self.sentence_head = sentence_head
         self._finish(encoder, encoder=encoder, sentence_task=sentence_task)
+
+    def _targets(self, raw=False):
+        targets = {"mlm": mask_targets(self.encoder)}
+        if self.sentence_task:
+            order = "next-sentence" if self.sentence_task == "nsp" else "sentence-order"
+            targets[self.sentence_task] = Targets(2, f"{order} labels (0: the natural order)")
+        return targets
 
     def compile(self, optimizer="auto", loss="auto", weighted_metrics="auto", **kwargs):
         """`compile` with pretraining defaults for every argument left "auto":

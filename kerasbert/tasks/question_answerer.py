@@ -13,8 +13,18 @@ from kerasbert.preprocessing.squad import (
     decode_answers,
 )
 from kerasbert.readers import SquadExample
-from kerasbert.tasks.fine_tuning import FineTuningTask
-from kerasbert.tasks.inputs import GROUP_BY_LENGTH, SHAPE_COST, fitted_boundaries, make_dataset, select_inputs
+from kerasbert.tasks.fine_tuning import _RAW_TYPES, FineTuningTask
+from kerasbert.tasks.inputs import (
+    GROUP_BY_LENGTH,
+    SEQUENCE,
+    SHAPE_COST,
+    Targets,
+    checked_count,
+    fitted_boundaries,
+    make_dataset,
+    select_inputs,
+    show,
+)
 from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
 
 
@@ -53,9 +63,10 @@ class QuestionAnswerer(FineTuningTask):
     `null_score_threshold` (SQuAD v2.0). `evaluate_squad` scores
     predictions with the official exact-match and F1.
 
-    `fit` takes `kerasbert.readers.read_squad(path)` examples (or a
-    `QuestionAnsweringWindows` of windows with answers); windows whose
-    answer lies outside them point at `[CLS]`.
+    `fit` and `evaluate` take `kerasbert.readers.read_squad(path)`
+    examples (or a `QuestionAnsweringWindows` of windows with answers);
+    windows whose answer lies outside them point at `[CLS]`. Raw
+    `(questions, contexts)` go to `predict_answers`.
 
     Args:
         encoder: a `kerasbert.Encoder`.
@@ -93,6 +104,23 @@ class QuestionAnswerer(FineTuningTask):
         # 384), scaled down for shorter windows.
         return {"sequence_length": sequence_length, "doc_stride": min(128, sequence_length // 3),
                 "max_question_length": min(64, sequence_length // 4)}
+
+    def _targets(self, raw=False):
+        return {name: Targets(SEQUENCE, f"{name[:-len('_logits')]} positions")
+                for name in ("start_logits", "end_logits")}
+
+    def _raw(self, x, name="x"):
+        """Raw text is not what `fit`, `evaluate` and `predict` take here:
+        a TypeError that says what they take (packed features pass)."""
+        if x is not None and not isinstance(x, _RAW_TYPES):
+            return False
+        if isinstance(x, (list, tuple)) and not x:
+            raise ValueError(f"{name} holds no examples; give at least one.")
+        raise TypeError(
+            f"{name} must be SQuAD examples (a list of kerasbert.readers.SquadExample, e.g. read_squad(path)), "
+            "their QuestionAnsweringWindows (model.windows(examples)) or packed features (a dict); got "
+            f"{type(x).__name__} {show(x)}. For the answers to (questions, contexts), call predict_answers."
+        )
 
     def _default_loss(self):
         # transformers' loss: the mean of the start and end cross-entropies.
@@ -140,20 +168,36 @@ class QuestionAnswerer(FineTuningTask):
             group_by_length=1 if keep_order else GROUP_BY_LENGTH,
         )
 
-    def fit(self, x=None, y=None, batch_size=None, epochs=1, validation_data=None, shuffle=True, **kwargs):
-        """`keras.Model.fit`, also on SQuAD examples (`read_squad(path)`) or
-        their `QuestionAnsweringWindows`; `validation_data` likewise."""
-        if isinstance(x, list) and x and isinstance(x[0], SquadExample):
+    def _answer_windows(self, x, batch_size, shuffle=False, name="x"):
+        """SquadExamples or windows with answers -> a dataset of windows and
+        their answer positions; anything else unchanged."""
+        if isinstance(x, list) and x and all(isinstance(e, SquadExample) for e in x):
             x = self.windows(x)
         if isinstance(x, QuestionAnsweringWindows):
             if x.start_positions is None:
-                raise ValueError("fit needs windows with answers: examples with answers (read_squad).")
-            x = self._window_dataset(x, batch_size, shuffle=shuffle)
-            batch_size = None
-        if isinstance(validation_data, list) and validation_data and isinstance(validation_data[0], SquadExample):
-            validation_data = self._window_dataset(self.windows(validation_data), batch_size)
+                raise ValueError(f"{name} must be windows with answers: those of SQuAD examples with answers "
+                                 "(read_squad), not of (questions, contexts).")
+            return self._window_dataset(x, batch_size, shuffle=shuffle)
+        return x
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, validation_data=None, shuffle=True, **kwargs):
+        """`keras.Model.fit`, also on SQuAD examples (`read_squad(path)`) or
+        their `QuestionAnsweringWindows`; `validation_data` likewise."""
+        epochs = checked_count(epochs, "epochs")
+        windows = self._answer_windows(x, batch_size, shuffle=shuffle)
+        if windows is not x:
+            x, batch_size = windows, None
+        validation_data = self._answer_windows(validation_data, batch_size, name="validation_data")
         return super().fit(x, y, batch_size=batch_size, epochs=epochs, validation_data=validation_data,
                            shuffle=shuffle, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+        """`keras.Model.evaluate` (the loss and accuracy of the start and end
+        positions), also on SQuAD examples or their windows."""
+        windows = self._answer_windows(x, batch_size)
+        if windows is not x:
+            x, batch_size = windows, None
+        return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
     def predict_answers(self, examples, batch_size=None, n_best_size=20, max_answer_length=30,
                         null_score_threshold=None):
@@ -173,6 +217,9 @@ class QuestionAnswerer(FineTuningTask):
         """Official SQuAD exact match and F1 (percent) of `predict_answers`
         on SquadExamples; with v2.0 examples also the HasAns/NoAns scores.
         Pass `null_score_threshold` (e.g. 0.0) for v2.0."""
+        if not (isinstance(examples, (list, tuple)) and all(isinstance(e, SquadExample) for e in examples)):
+            raise TypeError("examples must be a list of kerasbert.readers.SquadExample (read_squad(path)), whose "
+                            f"answers are scored; got {type(examples).__name__} {show(examples)}.")
         predictions = self.predict_answers(examples, batch_size, null_score_threshold=null_score_threshold,
                                            **kwargs)
         return squad_scores({e.id: p.text for e, p in zip(examples, predictions)}, examples)

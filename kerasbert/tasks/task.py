@@ -3,6 +3,7 @@ preprocessor (raw text in), task presets (encoder, tokenizer and head
 together) and the serving export."""
 
 import inspect
+import numbers
 import os
 import warnings
 
@@ -11,8 +12,24 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.encoder import Encoder
-from kerasbert.tasks.inputs import select_inputs
-from kerasbert.utils.io import read_json, read_safetensors, write_json, write_safetensors
+from kerasbert.tasks.inputs import (
+    check_features,
+    check_sample_weight,
+    check_targets,
+    checked_count,
+    checked_dataset,
+    input_errors,
+    select_inputs,
+)
+from kerasbert.tasks.training_faults import (
+    NonFiniteLoss,
+    NonFiniteLossGuard,
+    is_out_of_memory,
+    out_of_memory_message,
+)
+from kerasbert.utils.checks import show
+from kerasbert.utils.integrity import check_recorded, digests
+from kerasbert.utils.io import read_json, read_safetensors, updating_directory, write_json, write_safetensors
 
 TASK_FILE = "task.json"
 TASK_WEIGHTS_FILE = "task.safetensors"
@@ -32,6 +49,13 @@ def check_encoder(encoder, name="encoder"):
             f"got {type(encoder).__name__}."
         )
     return encoder
+
+
+def check_dropout(dropout, name="dropout"):
+    """A ValueError naming `name` unless `dropout` is a rate in [0, 1)."""
+    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0 <= dropout < 1:
+        raise ValueError(f"{name} must be a number in [0, 1); got {dropout!r}.")
+    return float(dropout)
 
 
 def text_signature(*names):
@@ -80,9 +104,12 @@ class Task(keras.Model):
         self._task_config = config
 
     def _set_preprocessor(self, preprocessor):
-        if preprocessor is not None and not isinstance(preprocessor, keras.layers.Layer):
+        wanted = self.preprocessor_class or keras.layers.Layer
+        if preprocessor is not None and not isinstance(preprocessor, wanted):
+            name = "a kerasbert preprocessing layer" if self.preprocessor_class is None else \
+                f"a kerasbert.preprocessing.{wanted.__name__}"
             raise TypeError(
-                f"preprocessor must be a kerasbert preprocessing layer or None; got {type(preprocessor).__name__}."
+                f"preprocessor must be {name} or None; got {type(preprocessor).__name__}."
             )
         encoder = getattr(self, "encoder", None)
         length = getattr(preprocessor, "sequence_length", None)
@@ -111,6 +138,126 @@ class Task(keras.Model):
                 config[key] = keras.saving.deserialize_keras_object(value)
         return cls(**config)
 
+    # -- training ------------------------------------------------------------
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, *args, **kwargs):
+        """`keras.Model.fit`, its data checked first (see "checked data"
+        below); a NaN or infinite training loss stops it with a
+        FloatingPointError that names the step, and running out of memory
+        raises a MemoryError that says what to shrink
+        (`kerasbert.tasks.training_faults`)."""
+        x, y, epochs, kwargs = self._checked_fit_arguments(x, y, batch_size, epochs, kwargs)
+        args = (x, y, batch_size, epochs, *args)
+        if getattr(self, "_non_finite_loss", None) is None:
+            self._non_finite_loss = NonFiniteLoss()
+        kwargs["callbacks"] = [NonFiniteLossGuard(self._non_finite_loss), *(kwargs.get("callbacks") or [])]
+        try:
+            with input_errors():
+                return super().fit(*args, **kwargs)
+        except Exception as error:
+            if not is_out_of_memory(error):
+                raise
+            raise MemoryError(out_of_memory_message(self, batch_size)) from error
+
+    def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        # Keras's one entry to `compute_loss` from the train and test steps of every backend.
+        loss = super()._compute_loss(x, y, y_pred, sample_weight, training=training)
+        tracker = getattr(self, "_non_finite_loss", None)
+        if training and tracker is not None:
+            tracker.update_state(loss)
+        return loss
+
+    # -- checked data ----------------------------------------------------------
+    # Keras's own methods, with the data checked first (kerasbert.tasks.inputs):
+    # packed features within the encoder's tables, targets within the task's
+    # classes, weights finite and >= 0. Without the checks, TensorFlow's CPU
+    # gathers raise framework errors, JAX's clamp or give NaN, and a NaN loss
+    # spoils the weights for good.
+
+    def _targets(self, raw=False):
+        """What `y` holds: a `kerasbert.tasks.inputs.Targets`, a dict of them
+        per output, or None (unchecked). `raw`: the `y` of raw examples."""
+        return None
+
+    def _input_encoder(self):
+        """The encoder whose tables the inputs index."""
+        return getattr(self, "encoder", None) or self.discriminator
+
+    def _checked_data(self, x, y=None, sample_weight=None, names=("x", "y", "sample_weight"), needs_y=False):
+        """`(x, y, sample_weight)` checked: packed features (a dict), with
+        targets (required with `needs_y`) and weights, or a dataset of them
+        with the checks in its pipeline. Other Keras inputs (generators,
+        PyDatasets) pass unchecked."""
+        encoder, input_names = self._input_encoder(), tuple(self.input)
+        if isinstance(x, tf.data.Dataset):
+            return checked_dataset(x, encoder, input_names, self._targets()), y, sample_weight
+        if x is None or isinstance(x, (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor,
+                                       numbers.Number)):
+            text = isinstance(x, (str, bytes)) or isinstance(x, (list, tuple)) and x and isinstance(x[0], str)
+            hint = "; text goes through a preprocessor first (e.g. kerasbert.preprocessing." + (
+                "MaskedLMPreprocessor)" if "mask_positions" in input_names else "TextPreprocessor)") if text else ""
+            raise TypeError(f"{names[0]} must be packed features, a dict with {list(input_names)} (or a "
+                            f"tf.data.Dataset of them); got {type(x).__name__} {show(x)}{hint}.")
+        if not isinstance(x, dict):
+            return x, y, sample_weight
+        x = check_features(x, encoder, input_names, names[0])
+        tokens = np.shape(x["token_ids"])
+        targets = self._targets()
+        if targets is not None and (y is not None or needs_y):
+            y = check_targets(y, targets, names[1], count=tokens[0], sequence=tokens[1])
+        check_sample_weight(sample_weight, names[2], count=tokens[0])
+        return x, y, sample_weight
+
+    def __call__(self, *args, **kwargs):
+        # Features in host memory (NumPy) are checked as `predict` checks
+        # them; tensors (traced, or on a device) pass as they are.
+        inputs = args[0] if args else kwargs.get("inputs")
+        if isinstance(inputs, dict) and inputs and all(isinstance(v, np.ndarray) for v in inputs.values()):
+            check_features(inputs, self._input_encoder(), tuple(self.input), "inputs")
+        return super().__call__(*args, **kwargs)
+
+    def _checked_validation(self, validation_data):
+        if validation_data is None:
+            return None
+        if isinstance(validation_data, tf.data.Dataset):
+            return self._checked_data(validation_data)[0]
+        if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+            raise ValueError("validation_data must be (x, y), (x, y, sample_weight) or a tf.data.Dataset; got "
+                             f"{show(validation_data)}.")
+        names = tuple(f"validation_data[{i}]" for i in range(3))
+        return self._checked_data(*validation_data, names=names, needs_y=True)[: len(validation_data)]
+
+    def _checked_fit_arguments(self, x, y, batch_size, epochs, kwargs):
+        """`fit`'s `(x, y, epochs, kwargs)`, checked."""
+        if batch_size is not None:
+            checked_count(batch_size, "batch_size")
+        epochs = checked_count(epochs, "epochs")
+        x, y, weight = self._checked_data(x, y, kwargs.get("sample_weight"), needs_y=True)
+        kwargs = dict(kwargs)
+        if weight is not None:
+            kwargs["sample_weight"] = weight
+        if kwargs.get("validation_data") is not None:
+            kwargs["validation_data"] = self._checked_validation(kwargs["validation_data"])
+        return x, y, epochs, kwargs
+
+    def evaluate(self, x=None, y=None, batch_size=None, *args, **kwargs):
+        """`keras.Model.evaluate`, the data checked first (see above)."""
+        if batch_size is not None:
+            checked_count(batch_size, "batch_size")
+        x, y, weight = self._checked_data(x, y, kwargs.get("sample_weight"), needs_y=True)
+        if weight is not None:
+            kwargs["sample_weight"] = weight
+        with input_errors():
+            return super().evaluate(x, y, batch_size, *args, **kwargs)
+
+    def predict(self, x, batch_size=None, *args, **kwargs):
+        """`keras.Model.predict`, the data checked first (see above)."""
+        if batch_size is not None:
+            checked_count(batch_size, "batch_size")
+        x = self._checked_data(x)[0]
+        with input_errors():
+            return super().predict(x, batch_size, *args, **kwargs)
+
     # -- serving -------------------------------------------------------------
 
     def export(self, filepath, overwrite=False, **options):
@@ -119,6 +266,13 @@ class Task(keras.Model):
         `options` are the task's `serving_function` arguments."""
         from kerasbert.export import export
 
+        accepted = [n for n in inspect.signature(self.serving_function).parameters if n != "self"]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise TypeError(
+                f"export() got an unexpected keyword argument {unknown[0]!r}: a {type(self).__name__}'s serving "
+                f"options are {accepted or 'none'}."
+            )
         return export(self, filepath, overwrite=overwrite, **options)
 
     def serving_function(self, **options):
@@ -171,7 +325,7 @@ class Task(keras.Model):
     @classmethod
     def _restore(cls, preset, spec_file, load_weights, dtype, sequence_length, kwargs):
         """`from_preset` of a task preset directory (`save_to_preset`)."""
-        from kerasbert.presets import from_preset, preset_family
+        from kerasbert.presets import checked_arguments, from_preset, preset_family
 
         directory = os.path.dirname(spec_file)
         spec = read_json(spec_file, "kerasbert task file")
@@ -181,15 +335,19 @@ class Task(keras.Model):
                 f"load it with kerasbert.{spec.get('class_name')}.from_preset."
             )
         encoder = from_preset(preset, load_weights=load_weights, dtype=dtype)
-        arguments = {**spec["config"], **kwargs}
+        config = checked_arguments(cls, spec.get("config"), f"{spec_file}: 'config'",
+                                   reserved=("encoder", "preprocessor"))
+        arguments = {**config, **kwargs}
         if "preprocessor" not in kwargs and spec.get("preprocessor") is not None:
-            options = dict(spec["preprocessor"])
+            options = dict(checked_arguments(cls.preprocessor_class, spec["preprocessor"],
+                                             f"{spec_file}: 'preprocessor'", reserved=("tokenizer",)))
             if sequence_length is not None:
                 options["sequence_length"] = sequence_length
             arguments["preprocessor"] = cls.preprocessor_class.from_preset(directory, **options)
         task = cls(encoder, **arguments)
         task.family = preset_family(preset)
         if load_weights:
+            check_recorded(directory, TASK_WEIGHTS_FILE, spec, spec_file)
             task._assign_task_weights(os.path.join(directory, TASK_WEIGHTS_FILE))
         return task
 
@@ -248,20 +406,26 @@ class Task(keras.Model):
         encoder (`preset.json`, `encoder.safetensors`, which
         `kerasbert.from_preset` loads alone), the tokenizer's files, and
         `task.json` + `task.safetensors` (the task's arguments and head
-        weights), which `from_preset` of this class reads back. The task
-        file is written last, so it always describes complete files."""
-        from kerasbert.presets import save_to_preset
+        weights), which `from_preset` of this class reads back. The
+        directory is replaced as a whole, keeping files of others
+        (`kerasbert.utils.io.updating_directory`); the task file records
+        its weights' size and digest."""
+        from kerasbert.presets import write_encoder_files
 
         family = getattr(self, "family", None)
-        save_to_preset(self.encoder, preset_dir, _spec={"family": family} if family else None)
         config = {key: value for key, value in self._task_config.items() if key not in ("encoder", "preprocessor")}
         preprocessor = getattr(self, "preprocessor", None)
-        if preprocessor is not None:
-            preprocessor.tokenizer.save_to_preset(preset_dir)
-            preprocessor = {k: v for k, v in preprocessor.get_config().items()
-                            if k not in ("tokenizer", "name", "trainable", "dtype")}
-        tensors = {v.path: np.asarray(keras.ops.convert_to_numpy(v), np.float32) for v in self._head_variables()}
-        write_safetensors(os.path.join(preset_dir, TASK_WEIGHTS_FILE), tensors, {"format": "kerasbert"})
-        write_json(os.path.join(preset_dir, TASK_FILE),
-                   {"class_name": type(self).__name__, "config": config, "preprocessor": preprocessor})
+        with updating_directory(preset_dir) as staged:
+            write_encoder_files(self.encoder, staged, os.path.basename(os.path.normpath(preset_dir)),
+                                {"family": family} if family else None)
+            if preprocessor is not None:
+                preprocessor.tokenizer.save_to_preset(staged)
+                preprocessor = {k: v for k, v in preprocessor.get_config().items()
+                                if k not in ("tokenizer", "name", "trainable", "dtype")}
+            tensors = {v.path: np.asarray(keras.ops.convert_to_numpy(v), np.float32)
+                       for v in self._head_variables()}
+            write_safetensors(os.path.join(staged, TASK_WEIGHTS_FILE), tensors, {"format": "kerasbert"})
+            write_json(os.path.join(staged, TASK_FILE),
+                       {"class_name": type(self).__name__, "config": config, "preprocessor": preprocessor,
+                        "files": digests(staged, (TASK_WEIGHTS_FILE,))}, seal=True)
         return preset_dir

@@ -7,7 +7,8 @@ from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.pooling import POOLINGS, Pooling, preset_pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels
-from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
+from kerasbert.tasks.inputs import Targets
+from kerasbert.tasks.task import check_dropout, check_encoder, encoder_inputs, text_signature
 
 # The head each family's transformers `...ForSequenceClassification` uses
 # on top of the first token: BERT and ALBERT the encoder's tanh pooler;
@@ -76,14 +77,18 @@ class TextClassifier(FineTuningTask):
         if labels is not None and num_classes == 1:
             raise ValueError(f"labels={labels} names a single class; classification needs two or more "
                              "(regression, num_classes=1, has no class names).")
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-            raise ValueError(f"dropout must be a number in [0, 1); got {dropout!r}.")
+        check_dropout(dropout)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r}; expected one of {POOLINGS}.")
         if hidden_dim is None:
             hidden_dim = 0 if encoder.pooler or pooling == "mean" else encoder.hidden_dim
         if isinstance(hidden_dim, bool) or not isinstance(hidden_dim, int) or hidden_dim < 0:
             raise ValueError(f"hidden_dim must be a non-negative integer or None; got {hidden_dim!r}.")
+        try:
+            keras.activations.get(activation)
+        except ValueError:
+            raise ValueError(f"activation={activation!r} is not a Keras activation (e.g. 'tanh', 'gelu', "
+                             "'relu').") from None
         policy = encoder.dtype_policy
         initializer = keras.initializers.TruncatedNormal(stddev=encoder.initializer_range)
 
@@ -140,6 +145,11 @@ class TextClassifier(FineTuningTask):
         if len(names) == num_classes > 1 and names != [f"LABEL_{i}" for i in range(num_classes)]:
             return {"labels": names}
         return {"num_classes": num_classes}
+
+    def _targets(self, raw=False):
+        if self.num_classes == 1:
+            return Targets(None, "scores")
+        return Targets(self.num_classes, "class ids")
 
     def _default_loss(self):
         if self.num_classes == 1:

@@ -5,6 +5,7 @@ import keras
 from kerasbert.layers.pooling import Pooling, preset_pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
 from kerasbert.tasks.fine_tuning import FineTuningTask
+from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
 
 
@@ -57,6 +58,9 @@ class TextEmbedder(FineTuningTask):
         for key, value in preset_pooling(preset).items():
             kwargs.setdefault(key, value)
         return kwargs
+
+    def _targets(self, raw=False):
+        return Targets(None, "target vectors", rank=2, width=self.encoder.hidden_dim)
 
     def _default_loss(self):
         return keras.losses.CosineSimilarity()

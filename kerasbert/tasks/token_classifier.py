@@ -1,6 +1,8 @@
 """Token classification (NER): word tags from sub-word logits, optionally
 through a CRF."""
 
+import numbers
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -11,8 +13,9 @@ from kerasbert.layers.dropout import Dropout
 from kerasbert.metrics import entity_scores, entity_spans, split_tag
 from kerasbert.preprocessing.alignment import TokenClassificationPreprocessor
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels
-from kerasbert.tasks.inputs import select_inputs
-from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
+from kerasbert.tasks.inputs import Targets, check_examples, select_inputs
+from kerasbert.tasks.task import check_dropout, check_encoder, encoder_inputs, text_signature
+from kerasbert.utils.checks import show
 from kerasbert.utils.ragged import row_ids
 
 
@@ -112,6 +115,7 @@ class TokenClassifier(FineTuningTask):
 
     preprocessor_class = TokenClassificationPreprocessor
     per_token_outputs = True
+    raw_word_lists = True
     huggingface_architecture = "TokenClassification"
 
     def __init__(self, encoder, num_classes=None, labels=None, crf=False, preprocessor=None, dropout=0.1, **kwargs):
@@ -119,6 +123,7 @@ class TokenClassifier(FineTuningTask):
         num_classes, labels = check_labels(num_classes, labels, example="['O', 'B-PER', 'I-PER']")
         if not isinstance(crf, bool):
             raise TypeError(f"crf must be True or False; got {crf!r}.")
+        check_dropout(dropout)
         policy = encoder.dtype_policy
 
         # Layers.
@@ -160,6 +165,27 @@ class TokenClassifier(FineTuningTask):
             return {"labels": [id2label[k] for k in sorted(id2label, key=int)]}
         return {"num_classes": int(head_config.get("num_labels", 2))}
 
+    def _targets(self, raw=False):
+        # Raw examples: a tag id per word (negative: left out); packed: per position.
+        return Targets(self.num_classes, "tag ids", rank=2, per_word=raw)
+
+    def _check_tokenized(self, tokenized, y, sample_weight, names):
+        """One tag (and weight, when given per word) per word of each example."""
+        words = tokenized.row_lengths().numpy()  # (examples,): words per example
+        for name, values in zip(names[1:], (y, sample_weight)):
+            if values is None or name == names[2] and not any(isinstance(v, (list, tuple, np.ndarray)) for v in values):
+                continue  # no values, or weights per example
+            if isinstance(values, np.ndarray) and values.dtype != object:  # dense rows: the first values of each
+                if values.ndim == 2 and values.shape[1] < words.max(initial=0):
+                    i = int(np.argmax(words > values.shape[1]))
+                    raise ValueError(f"{name} has {values.shape[1]} columns but example {i} of x has {words[i]} "
+                                     "words; give one value per word.")
+                continue
+            for i, (row, count) in enumerate(zip(values, words)):
+                if len(row) != count:
+                    raise ValueError(f"{name}[{i}] has {len(row)} values but example {i} of x has {count} words "
+                                     f"(x is split at whitespace); give one value per word.")
+
     def _default_loss(self):
         # Averaged over the labelled words, not over every position.
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
@@ -195,6 +221,7 @@ class TokenClassifier(FineTuningTask):
         word (-1 for words cut off by `sequence_length`). `x`: raw strings
         (words split at whitespace) or lists of words."""
         self._check_preprocessor()
+        check_examples(x, word_lists=True, pairs=False)
         logits = self.predict(x, batch_size=batch_size, verbose=kwargs.pop("verbose", 0), **kwargs)  # (n, seq, tags)
         alignment = self.preprocessor.word_alignment(x)
         if self.crf is None:
@@ -260,7 +287,11 @@ class TokenClassifier(FineTuningTask):
         "end", "text", "words"}` per example, with `start`/`end` character
         offsets into the text (for word lists, into the words joined by
         single spaces) and `words` the `[first, last + 1)` word range."""
-        alignment = self.preprocessor.word_alignment(x) if self.preprocessor is not None else None
+        self._check_preprocessor()
+        check_examples(x, word_lists=True, pairs=False)
+        if self.labels is None:
+            self._names([])
+        alignment = self.preprocessor.word_alignment(x)
         results = []
         for tags, example in zip(self.predict_tags(x, batch_size=batch_size), alignment):
             spans = example["word_spans"]
@@ -277,6 +308,31 @@ class TokenClassifier(FineTuningTask):
         """Entity-level precision, recall and F1 (seqeval's default
         semantics, see `kerasbert.metrics.entity_scores`) of the predicted
         tags of `words` against `tags` (lists of tag names, or of ids)."""
+        self._names([])  # tag names needed
+        check_examples(words, "words", word_lists=True, pairs=False)
+        if isinstance(tags, (str, bytes)) or not isinstance(tags, (list, tuple, np.ndarray)) or len(tags) != len(words):
+            raise ValueError(f"tags must hold one list of tags per example of words ({len(words)} examples); got "
+                             f"{show(tags)}.")
         predicted = [self._names(t) for t in self.predict_tags(words, batch_size=batch_size)]
-        truth = [[self.labels[t] if not isinstance(t, str) else t for t in row] for row in tags]
-        return entity_scores(truth, predicted)
+        return entity_scores(self._tag_names(tags, [len(row) for row in predicted]), predicted)
+
+    def _tag_names(self, tags, words):
+        """`tags` (per example, a list of tag names or ids) as names, checked:
+        one per word (`words` per example), each one of the labels."""
+        names = []
+        for i, (row, count) in enumerate(zip(tags, words)):
+            if isinstance(row, (str, bytes)) or not hasattr(row, "__len__"):
+                raise TypeError(f"tags[{i}] must be a list of tags, one per word; got {show(row)}.")
+            if len(row) != count:
+                raise ValueError(f"tags[{i}] has {len(row)} tags but example {i} of words has {count} words; give "
+                                 "one tag per word.")
+            names.append([])
+            for j, tag in enumerate(np.asarray(row).tolist() if isinstance(row, np.ndarray) else row):
+                if isinstance(tag, str) and tag in self.labels:
+                    names[-1].append(tag)
+                elif isinstance(tag, numbers.Integral) and not isinstance(tag, bool) and 0 <= tag < self.num_classes:
+                    names[-1].append(self.labels[tag])
+                else:
+                    raise ValueError(f"tags[{i}][{j}]={tag!r} is neither one of the labels {self.labels} nor a tag id "
+                                     f"in [0, {self.num_classes}).")
+        return names

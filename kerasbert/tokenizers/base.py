@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from kerasbert.utils.checks import check_id, check_string, show, token_ids
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 from kerasbert.utils.ragged import row_ids
 
@@ -17,36 +18,41 @@ def to_string_tensor(inputs, name="inputs"):
     (tf.string tensor of rank 1, whether the input was a single string).
 
     Raises a TypeError naming what was given for anything else (None,
-    numbers, nested lists of mixed types, ...).
+    numbers, lists holding other things, ...), and a ValueError for
+    nested batches (rank 2 or more).
     """
+    if isinstance(inputs, np.ndarray) and inputs.dtype.kind in "USO" and inputs.ndim <= 1:
+        inputs = inputs.item() if inputs.ndim == 0 else inputs.tolist()  # a string, or a list of them
+
+    def nested():
+        return ValueError(
+            f"{name} must be a string or a 1-D batch of strings; got {show(inputs)}. "
+            "Flatten nested batches first (e.g. tf.reshape(texts, [-1]))."
+        )
+
+    if isinstance(inputs, np.ndarray):
+        if inputs.dtype.kind not in "USO":
+            raise TypeError(f"{name} must hold strings; got a {inputs.dtype} numpy array.")
+        raise nested()
     if isinstance(inputs, (tf.Tensor, tf.RaggedTensor)):
         if inputs.dtype != tf.string:
             raise TypeError(f"{name} must hold strings; got a {inputs.dtype.name} tensor.")
-        if inputs.shape.rank == 0:
-            return inputs[None], True
-        return inputs, False
+        if isinstance(inputs, tf.RaggedTensor) or inputs.shape.rank not in (0, 1, None):
+            raise nested()
+        return (inputs[None], True) if inputs.shape.rank == 0 else (inputs, False)
     if isinstance(inputs, (str, bytes)):
         return tf.constant([_encode(inputs)]), True
-    if isinstance(inputs, np.ndarray):
-        if inputs.dtype.kind not in "USO":
-            raise TypeError(f"{name} must hold strings; got a numpy array of {inputs.dtype}.")
-        items = inputs.tolist()
-        flat = np.ravel(inputs).tolist()
-    elif isinstance(inputs, (list, tuple)):
-        items = flat = list(inputs)
-    else:
+    if not isinstance(inputs, (list, tuple)):
         raise TypeError(
-            f"{name} must be a string, a list of strings or a tf.string tensor; "
-            f"got {type(inputs).__name__}: {inputs!r:.80}."
+            f"{name} must be a string, a list of strings or a tf.string tensor; got {type(inputs).__name__}: "
+            f"{show(inputs)}."
         )
-    for item in flat:
+    for item in inputs:
         if not isinstance(item, (str, bytes)):
-            what = "None" if item is None else f"{type(item).__name__} {item!r:.40}"
+            what = "None" if item is None else f"{type(item).__name__} {show(item, 40)}"
             hint = " (numbers are not text)" if isinstance(item, numbers.Number) else ""
             raise TypeError(f"{name} must contain only strings; found {what}{hint}.")
-    if not flat:
-        return tf.constant([], tf.string), False
-    return tf.constant(_nested(items, _encode), tf.string), False
+    return tf.constant([_encode(item) for item in inputs], tf.string, shape=[len(inputs)]), False
 
 
 def utf8_length(code_points, dtype=tf.int32):
@@ -60,8 +66,29 @@ def _encode(text):
     return text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
 
 
-def _nested(items, fn):
-    return [_nested(x, fn) if isinstance(x, list) else fn(x) for x in items]
+def split_keeping(texts, pattern):
+    """Splits valid UTF-8 texts `(batch,)` at the matches of `pattern`,
+    keeping the matches, so that the pieces tile each text.
+
+    Returns:
+        `(pieces, starts, ends)`: the pieces, ragged `(batch, None)`, with
+        the texts' own bytes, and their flat `(pieces,)` character starts
+        and ends (int64) in their texts.
+
+    RE2 stops at NUL, so the split runs on a copy with NUL written "\\x01\\x03"
+    and "\\x01" written "\\x01\\x02" (the pattern never matches those
+    bytes), undone in the pieces. Nothing is copied once per piece: a text
+    of n pieces costs O(its length), not O(n times its length).
+    """
+    escaped = tf.strings.regex_replace(tf.strings.regex_replace(texts, r"\x01", "\x01\x02"), r"\x00", "\x01\x03")
+    pieces, _, _ = tf_text.regex_split_with_offsets(escaped, pattern, pattern)
+    flat = tf.strings.regex_replace(
+        tf.strings.regex_replace(pieces.flat_values, r"\x01\x03", "\x00"), r"\x01\x02", "\x01"
+    )
+    lengths = tf.cast(tf.strings.length(flat, unit="UTF8_CHAR"), tf.int64)
+    before = tf.cumsum(lengths, exclusive=True)  # characters before each piece, over the batch
+    starts = before - tf.gather(before, tf.gather(pieces.row_starts(), row_ids(pieces)))
+    return pieces.with_flat_values(flat), starts, starts + lengths
 
 
 # Unicode White_Space, what Rust's char::is_whitespace (transformers' lstrip
@@ -124,8 +151,19 @@ class Tokenizer(PreprocessingLayer):
     # -- Vocabulary ---------------------------------------------------------
 
     def _set_vocabulary(self, vocabulary):
+        """A list of distinct token strings, id = position."""
+        if isinstance(vocabulary, (str, bytes)) or not isinstance(vocabulary, (list, tuple)):
+            raise TypeError(f"vocabulary must be a list of token strings; got {show(vocabulary)}.")
         self.vocabulary = list(vocabulary)
-        self._token_to_id = {t: i for i, t in enumerate(self.vocabulary)}
+        self._token_to_id = {}
+        for i, token in enumerate(self.vocabulary):
+            check_string(f"vocabulary[{i}]", token)
+            if token in self._token_to_id:
+                raise ValueError(
+                    f"vocabulary[{i}]={token!r} repeats vocabulary[{self._token_to_id[token]}]; "
+                    "every token must appear once."
+                )
+            self._token_to_id[token] = i
         self._id_to_token = tf.constant(self.vocabulary, tf.string)
 
     def vocabulary_size(self):
@@ -135,16 +173,13 @@ class Tokenizer(PreprocessingLayer):
         return list(self.vocabulary)
 
     def token_to_id(self, token):
+        check_string("token", token)
         if token not in self._token_to_id:
             raise ValueError(f"token={token!r} is not in the vocabulary.")
         return self._token_to_id[token]
 
     def id_to_token(self, token_id):
-        if not 0 <= int(token_id) < len(self.vocabulary):
-            raise ValueError(
-                f"token_id={token_id} is outside the vocabulary [0, {len(self.vocabulary)})."
-            )
-        return self.vocabulary[int(token_id)]
+        return self.vocabulary[check_id("token_id", token_id, len(self.vocabulary))]
 
     @property
     def special_token_ids(self):
@@ -153,8 +188,9 @@ class Tokenizer(PreprocessingLayer):
 
     def _set_special_tokens(self, cls_token, sep_token, pad_token, mask_token, unknown_token):
         self.special_tokens = {
-            "cls": cls_token, "sep": sep_token, "pad": pad_token,
-            "mask": mask_token, "unk": unknown_token,
+            "cls": check_string("cls_token", cls_token), "sep": check_string("sep_token", sep_token),
+            "pad": check_string("pad_token", pad_token), "mask": check_string("mask_token", mask_token),
+            "unk": check_string("unknown_token", unknown_token),
         }
         missing = [t for t in self.special_tokens.values() if t not in self._token_to_id]
         if missing:
@@ -203,27 +239,17 @@ class Tokenizer(PreprocessingLayer):
         )
         if getattr(self, "_special_pattern", None) is None:
             return self._tokenize_text(texts)
-        # RE2 stops at NUL: find the boundaries on a copy without it (same
-        # byte length), then cut the original text.
-        searchable = tf.strings.regex_replace(texts, r"\x00", "\x01")
-        _, begins, ends = tf_text.regex_split_with_offsets(
-            searchable, self._special_pattern, self._special_pattern
-        )
-        segment_row = row_ids(begins)
-        segment_text = tf.gather(texts, segment_row)
-        flat = tf.strings.substr(segment_text, begins.flat_values, ends.flat_values - begins.flat_values)
+        segments, offset, special_end = split_keeping(texts, self._special_pattern)
+        offset, special_end = tf.cast(offset, tf.int32), tf.cast(special_end, tf.int32)
+        segment_row = row_ids(segments)
+        flat = segments.flat_values
         # A stripped special token: the token without its whitespace.
         token = tf.strings.regex_replace(flat, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
         special_id = self._special_table.lookup(token)  # -1: ordinary text
         is_special = special_id >= 0
-        offset = tf.strings.length(
-            tf.strings.substr(segment_text, tf.zeros_like(begins.flat_values), begins.flat_values),
-            unit="UTF8_CHAR",
-        )
         ids, starts, ends = self._tokenize_text(tf.where(is_special, "", flat))  # (segments, None)
         starts, ends = starts + offset[:, None], ends + offset[:, None]
         special_lengths = tf.cast(is_special, tf.int64)
-        special_end = offset + tf.strings.length(flat, unit="UTF8_CHAR")
 
         def with_special(pieces, value):
             extra = tf.RaggedTensor.from_row_lengths(
@@ -237,6 +263,12 @@ class Tokenizer(PreprocessingLayer):
         return with_special(ids, special_id), with_special(starts, offset), with_special(ends, special_end)
 
     # -- Calls --------------------------------------------------------------
+
+    def __call__(self, inputs, **kwargs):
+        # Checked before Keras, which would append the whole argument (a
+        # megabyte of text, say) to the error message.
+        texts, single = to_string_tensor(inputs)
+        return super().__call__(texts[0] if single else texts, **kwargs)
 
     def call(self, inputs):
         ids, _, _ = self.tokenize_with_offsets(inputs)
@@ -254,11 +286,6 @@ class Tokenizer(PreprocessingLayer):
             characters) is the part of the input the token came from.
         """
         texts, single = to_string_tensor(inputs)
-        if texts.shape.rank != 1:
-            raise ValueError(
-                f"inputs must be a string or a 1-D batch of strings; got shape {texts.shape.as_list()}. "
-                "Flatten nested batches first (e.g. tf.reshape(texts, [-1]))."
-            )
         with tf.device("cpu"):
             # One trace per tokenizer, reused by every later call: eager
             # calls, and every tf.data pipeline or tf.function that calls it
@@ -276,15 +303,10 @@ class Tokenizer(PreprocessingLayer):
             )
         return self._compiled
 
-    @staticmethod
-    def _ids_as_batch(ids):
-        """Ids for `detokenize` -> (ragged (batch, None) ids, whether one
-        sequence was given)."""
-        if isinstance(ids, tf.RaggedTensor):
-            return ids, False
-        rows = ids.numpy().tolist() if isinstance(ids, tf.Tensor) else np.asarray(ids, dtype=object).tolist()
-        single = not rows or not isinstance(rows[0], list)
-        return tf.ragged.constant([rows] if single else rows, dtype=tf.int32), single
+    def _ids_as_batch(self, ids):
+        """Ids for `detokenize`, checked -> (ragged (batch, None) ids,
+        whether one sequence was given)."""
+        return token_ids("ids", ids, len(self.vocabulary))
 
     def id_to_token_tensor(self, ids):
         return tf.gather(self._id_to_token, ids)

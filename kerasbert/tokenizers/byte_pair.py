@@ -13,6 +13,7 @@ import tensorflow_text as tf_text
 
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
 from kerasbert.tokenizers.unicode import _range_classes
+from kerasbert.utils.checks import check_bool, check_file, is_int, show
 from kerasbert.utils.ragged import row_ids, row_positions
 
 _TABLES = os.path.join(os.path.dirname(__file__), "data", "byte_level_unicode.npz")
@@ -55,16 +56,19 @@ def _character_classes():
 
 def _read_vocabulary(vocabulary):
     if isinstance(vocabulary, (str, os.PathLike)):
+        path = check_file("vocabulary", vocabulary, "a vocab.json")
         try:
-            with open(vocabulary, encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f:
                 vocabulary = json.load(f)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"vocabulary={os.fspath(vocabulary)!r} is not a valid vocab.json: {error}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"vocabulary={path!r} is not a valid vocab.json: {error}") from None
     if not isinstance(vocabulary, dict):
-        raise TypeError(
-            "vocabulary must be a dict {token: id} or a vocab.json path; "
-            f"got {type(vocabulary).__name__}."
-        )
+        raise TypeError(f"vocabulary must be a dict {{token: id}} or a vocab.json path; got {show(vocabulary)}.")
+    for token, i in vocabulary.items():
+        if not isinstance(token, str) or not is_int(i):
+            raise TypeError(
+                f"vocabulary must map token strings to integer ids; got the entry {show(token, 40)}: {show(i, 40)}."
+            )
     ordered = sorted(vocabulary.items(), key=lambda item: item[1])
     if [i for _, i in ordered] != list(range(len(ordered))):
         raise ValueError("vocabulary ids must be 0..n-1 without gaps or repeats.")
@@ -73,21 +77,18 @@ def _read_vocabulary(vocabulary):
 
 def _read_merges(merges):
     if isinstance(merges, (str, os.PathLike)):
-        with open(merges, encoding="utf-8") as f:
+        with open(check_file("merges", merges, "a merges.txt (or a list of 'a b' merges)"), encoding="utf-8") as f:
             merges = f.read().split("\n")
         if merges and merges[0].startswith("#version"):
             merges = merges[1:]
         merges = [line for line in merges if line.strip()]
     if not isinstance(merges, (list, tuple)):
-        raise TypeError(
-            "merges must be a list of 'a b' strings or a merges.txt path; "
-            f"got {type(merges).__name__}."
-        )
+        raise TypeError(f"merges must be a list of 'a b' strings or a merges.txt path; got {show(merges)}.")
     pairs = []
     for rank, merge in enumerate(merges):
-        parts = merge.split(" ") if isinstance(merge, str) else list(merge)
-        if len(parts) != 2 or not all(parts):
-            raise ValueError(f"merges[{rank}]={merge!r} is not a pair 'a b'.")
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if not (isinstance(parts, (list, tuple)) and len(parts) == 2 and all(isinstance(p, str) and p for p in parts)):
+            raise ValueError(f"merges[{rank}]={show(merge, 60)} is not a pair 'a b'.")
         pairs.append(tuple(parts))
     return pairs
 
@@ -150,10 +151,10 @@ class BytePairTokenizer(Tokenizer):
         self._set_vocabulary(_read_vocabulary(vocabulary))
         self.merges = [f"{a} {b}" for a, b in _read_merges(merges)]
         self.unknown_token = unknown_token
-        self.add_prefix_space = bool(add_prefix_space)
-        self.trim_offsets = bool(trim_offsets)
-        self.special_tokens_in_text = special_tokens_in_text
-        self.mask_token_lstrip = bool(mask_token_lstrip)
+        self.add_prefix_space = check_bool("add_prefix_space", add_prefix_space)
+        self.trim_offsets = check_bool("trim_offsets", trim_offsets)
+        self.special_tokens_in_text = check_bool("special_tokens_in_text", special_tokens_in_text)
+        self.mask_token_lstrip = check_bool("mask_token_lstrip", mask_token_lstrip)
         self._set_special_tokens(cls_token, sep_token, pad_token, mask_token, unknown_token)
         self._set_special_tokens_in_text(
             self.special_tokens.values() if special_tokens_in_text else (),
@@ -197,6 +198,7 @@ class BytePairTokenizer(Tokenizer):
         unique = {}
         for rank, key in enumerate(keys):
             unique[key] = rank
+        unique = unique or {-1: len(self.merges)}  # no merges: a key no pair makes (a table can't be empty)
         self._num_merges = len(self.merges)
         # A merge can only be pre-empted by merges inside a longer token that
         # contains one of its symbols; such a token has at most `reach` bytes,

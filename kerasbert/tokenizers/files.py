@@ -11,12 +11,17 @@ tokenizers themselves run from):
   `tokenizer` object of `preset.json`.
 """
 
+import functools
 import os
 
 from kerasbert.utils.io import read_json
 
 
 def tokenizer_from_directory(directory):
+    from kerasbert.presets import TOKENIZER_FILES, check_preset_files
+
+    check_preset_files(directory, TOKENIZER_FILES)  # against a kerasbert preset's records
+
     def path(name):
         return os.path.join(directory, name)
 
@@ -132,12 +137,30 @@ def _wordpiece_from_json(data, model, config):
     )
 
 
+def _recorded(write):
+    """A tokenizer writer that replaces `directory` as a whole, keeping
+    other files, and refreshes the file records of a kerasbert preset
+    directory it writes into."""
+
+    @functools.wraps(write)
+    def write_and_record(tokenizer, directory):
+        from kerasbert.presets import record_preset_files
+        from kerasbert.utils.io import updating_directory
+
+        with updating_directory(directory) as staged:
+            write(tokenizer, staged)
+            record_preset_files(staged)
+        return directory
+
+    return write_and_record
+
+
+@_recorded
 def write_wordpiece_files(tokenizer, directory):
     """vocab.txt + tokenizer_config.json, loadable by kerasbert and by
     transformers' `AutoTokenizer.from_pretrained`."""
     from kerasbert.utils.io import atomic_file, write_json
 
-    os.makedirs(directory, exist_ok=True)
     with atomic_file(os.path.join(directory, "vocab.txt")) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write("".join(token + "\n" for token in tokenizer.vocabulary))
     special = tokenizer.special_tokens
@@ -253,6 +276,7 @@ def _sentencepiece_from_json(data, model, config):
     )
 
 
+@_recorded
 def write_sentencepiece_files(tokenizer, directory):
     """tokenizer.json (the full pipeline), spiece.model and
     tokenizer_config.json, loadable by kerasbert and by transformers."""
@@ -270,7 +294,6 @@ def write_sentencepiece_files(tokenizer, directory):
 
     from kerasbert.utils.io import atomic_file, write_json
 
-    os.makedirs(directory, exist_ok=True)
     special = tokenizer.special_tokens
     unk_id = tokenizer.token_to_id(special["unk"])
     pairs = list(zip(tokenizer.vocabulary, tokenizer.scores))
@@ -404,6 +427,7 @@ def _byte_pair_from_json(data, model, config):
     )
 
 
+@_recorded
 def write_byte_pair_files(tokenizer, directory):
     """vocab.json + merges.txt + tokenizer_config.json, loadable by kerasbert
     and by transformers' `AutoTokenizer.from_pretrained` (as RoBERTa)."""
@@ -411,7 +435,6 @@ def write_byte_pair_files(tokenizer, directory):
 
     from kerasbert.utils.io import atomic_file, write_json
 
-    os.makedirs(directory, exist_ok=True)
     with atomic_file(os.path.join(directory, "vocab.json")) as tmp, open(tmp, "w", encoding="utf-8") as f:
         json.dump({token: i for i, token in enumerate(tokenizer.vocabulary)}, f, ensure_ascii=False)
     with atomic_file(os.path.join(directory, "merges.txt")) as tmp, open(tmp, "w", encoding="utf-8") as f:

@@ -4,16 +4,21 @@ transformers' fast ALBERT tokenizer."""
 import base64
 import functools
 import math
+import os
 
 import keras
 import tensorflow as tf
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
+from kerasbert.utils.checks import check_bool, check_file, check_number, check_string, show
 from kerasbert.utils.ragged import row_ids
 
 _METASPACE = 0x2581  # "▁", SentencePiece's word-boundary mark
 _UNK_PENALTY = 10.0  # the unknown piece scores this much below the worst piece
+# Longer words are segmented in runs of this many characters, each on its
+# own: Viterbi takes one step per character of the longest word (~15 µs).
+_MAX_SEGMENT = 2**17
 
 
 @functools.lru_cache(maxsize=8)
@@ -25,8 +30,31 @@ def _decode_charsmap(charsmap):
     if charsmap is None or isinstance(charsmap, bytes):
         return charsmap
     if isinstance(charsmap, str):
-        return base64.b64decode(charsmap)
-    raise TypeError(f"precompiled_charsmap must be bytes, a base64 string or None; got {type(charsmap).__name__}.")
+        try:
+            return base64.b64decode(charsmap, validate=True)
+        except ValueError:
+            raise ValueError(f"precompiled_charsmap={show(charsmap)} is not valid base64.") from None
+    raise TypeError(f"precompiled_charsmap must be bytes, a base64 string or None; got {show(charsmap)}.")
+
+
+def _read_pieces(vocabulary):
+    """(piece, score) pairs -> (pieces, scores)."""
+    if isinstance(vocabulary, (bytes, bytearray)) or not isinstance(vocabulary, (list, tuple)):
+        raise TypeError(
+            f"vocabulary must be a spiece.model path or a list of (piece, score) pairs; got {show(vocabulary)}."
+        )
+    pieces, scores = [], []
+    for i, entry in enumerate(vocabulary):
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], str)):
+            raise TypeError(
+                f"vocabulary must be a spiece.model path or a list of (piece, score) pairs; "
+                f"vocabulary[{i}] is {show(entry, 60)}."
+            )
+        pieces.append(entry[0])
+        scores.append(check_number(f"the score of vocabulary[{i}] ({entry[0]!r})", entry[1], -math.inf, math.inf))
+    if not pieces:
+        raise ValueError("vocabulary is empty; give at least the special tokens' pieces.")
+    return pieces, scores
 
 
 
@@ -44,6 +72,14 @@ def _expand(code_points, keys, lengths, starts, values, dropped):
     source = tf.clip_by_value(tf.gather(tf.gather(starts, slot), owner) + j, 0, tf.size(values) - 1)
     out = tf.where(tf.gather(mapped, owner), tf.gather(values, source), tf.gather(code_points, owner))
     return out, owner, j
+
+
+def _cut(group, length):
+    """Sorted group ids (n,) -> ids of the consecutive runs of at most
+    `length` elements that each group is cut into."""
+    index = tf.range(tf.size(group, tf.int64))
+    first = _segments(tf.not_equal(group, tf.concat([[-1], group[:-1]], 0)))  # each group's start
+    return tf.cumsum(tf.cast((index - first) % length == 0, tf.int64)) - 1
 
 
 def _segments(flags):
@@ -125,33 +161,26 @@ class SentencePieceTokenizer(Tokenizer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if isinstance(vocabulary, str):
-            model = read_sentencepiece_model(vocabulary)
+        if isinstance(vocabulary, (str, os.PathLike)):
+            model = read_sentencepiece_model(check_file("vocabulary", vocabulary, "a spiece.model"))
             vocabulary = model["vocabulary"]
             if precompiled_charsmap is None:
                 precompiled_charsmap = model["precompiled_charsmap"]
-        pieces, scores = [], []
-        for entry in vocabulary:
-            if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], str)):
-                raise TypeError(
-                    f"vocabulary must be a spiece.model path or a list of (piece, score) pairs; found {entry!r:.60}."
-                )
-            pieces.append(entry[0])
-            scores.append(float(entry[1]))
-        if not pieces:
-            raise ValueError("vocabulary is empty.")
+        pieces, scores = _read_pieces(vocabulary)
         self._set_vocabulary(pieces)
         self.scores = scores
-        self.lowercase = bool(lowercase)
-        self.strip_accents = bool(strip_accents)
+        self.lowercase = check_bool("lowercase", lowercase)
+        self.strip_accents = check_bool("strip_accents", strip_accents)
         self.precompiled_charsmap = _decode_charsmap(precompiled_charsmap)
-        self.replace_quotes = replace_quotes
-        self.add_prefix_space = add_prefix_space
-        self.whitespace_split = whitespace_split
-        self.split_on_metaspace = split_on_metaspace
+        self.replace_quotes = check_bool("replace_quotes", replace_quotes)
+        self.add_prefix_space = check_bool("add_prefix_space", add_prefix_space)
+        self.whitespace_split = check_bool("whitespace_split", whitespace_split)
+        self.split_on_metaspace = check_bool("split_on_metaspace", split_on_metaspace)
         self.unknown_token = unknown_token
-        self.lstrip_tokens = list(lstrip_tokens)
-        self.special_tokens_in_text = special_tokens_in_text
+        if isinstance(lstrip_tokens, str) or not isinstance(lstrip_tokens, (list, tuple, set, frozenset)):
+            raise TypeError(f"lstrip_tokens must be a list of special tokens; got {show(lstrip_tokens)}.")
+        self.lstrip_tokens = [check_string(f"lstrip_tokens[{i}]", t) for i, t in enumerate(lstrip_tokens)]
+        self.special_tokens_in_text = check_bool("special_tokens_in_text", special_tokens_in_text)
         self._set_special_tokens(cls_token, sep_token, pad_token, mask_token, unknown_token)
         self._set_special_tokens_in_text(
             self.special_tokens.values() if special_tokens_in_text else (), lstrip=self.lstrip_tokens
@@ -378,28 +407,36 @@ class SentencePieceTokenizer(Tokenizer):
         )
         lengths_ = tf.range(1, max_length + 1, dtype=tf.int64)
 
-        def step(t, window, best_length, best_id):
-            count, first = active[t], step_start[t]
-            candidate = window[:count] + scores[first:first + count]  # (count, K)
+        # Step t reads the scores of its `active[t]` entries and writes the
+        # chosen lengths; element `steps` stays empty (concat() of no
+        # elements, when there are no characters, fails).
+        num_steps = tf.cast(steps, tf.int32)
+        step_scores = tf.TensorArray(tf.float64, size=num_steps, infer_shape=False, element_shape=[None, max_length])
+        step_scores = step_scores.split(scores, active)
+        chosen_lengths = tf.TensorArray(tf.int64, size=num_steps + 1, infer_shape=False, element_shape=[None])
+        chosen_lengths = chosen_lengths.write(num_steps, tf.zeros([0], tf.int64))
+
+        def step(t, window, chosen_lengths):
+            candidate = step_scores.read(t)  # (count, K)
+            window = window[:tf.shape(candidate)[0]]
+            candidate += window
             best = tf.reduce_max(candidate, axis=1)
             # Ties go to the longest last piece (the earliest start), as in `tokenizers`.
             chosen = tf.reduce_max(tf.where(tf.equal(candidate, best[:, None]), lengths_, 0), axis=1)
-            chosen_id = tf.gather(ids[first:first + count], chosen - 1, batch_dims=1)
-            window = tf.ensure_shape(tf.concat([best[:, None], window[:count, :-1]], 1), [None, max_length])
-            return t + 1, window, best_length.write(tf.cast(t, tf.int32), chosen), best_id.write(tf.cast(t, tf.int32), chosen_id)
+            window = tf.ensure_shape(tf.concat([best[:, None], window[:, :-1]], 1), [None, max_length])
+            return t + 1, window, chosen_lengths.write(t, chosen)
 
         window = tf.concat(
             [tf.zeros([num_pieces, 1], tf.float64), tf.fill([num_pieces, max_length - 1], tf.constant(-math.inf, tf.float64))], 1
         )  # (pieces, K): best score at the last K boundaries, most recent first
-        _, _, best_length, best_id = tf.while_loop(
-            lambda t, *_: t < steps,
+        _, _, best_length = tf.while_loop(
+            lambda t, *_: t < num_steps,
             step,
-            [tf.constant(0, tf.int64), window,
-             tf.TensorArray(tf.int64, size=0, dynamic_size=True, infer_shape=False, element_shape=[None]),
-             tf.TensorArray(tf.int32, size=0, dynamic_size=True, infer_shape=False, element_shape=[None])],
-            shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, max_length]), None, None],
+            [tf.constant(0, tf.int32), window, chosen_lengths],
+            shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, max_length]), None],
         )
-        best_length, best_id = best_length.concat(), best_id.concat()  # (n,), by entry
+        best_length = best_length.concat()  # (n,), by entry
+        best_id = tf.gather(ids, tf.maximum(best_length - 1, 0), batch_dims=1)
 
         # Back-tracking by pointer doubling: entry (t, rank) points to the
         # entry ending before its piece; mark everything reachable from ends.
@@ -457,11 +494,12 @@ class SentencePieceTokenizer(Tokenizer):
     def _tokenize_text(self, texts):
         value, row, origin = self._normalize(texts)
         value, piece_id, row, origin = self._pieces(value, row, origin)
-        first, last, ids = self._segment_words(value, piece_id)
+        first, last, ids = self._segment_words(value, _cut(piece_id, _MAX_SEGMENT))
         # Consecutive unknown characters of a pre-token fuse into one token.
         is_unk = tf.equal(ids, self._unk_id)
         token_piece = tf.gather(piece_id, first)
-        joins = tf.concat([[False], is_unk[1:] & is_unk[:-1] & tf.equal(token_piece[1:], token_piece[:-1])], 0)
+        # (x[i - 1] at i: concat then drop the last, right also without tokens.)
+        joins = is_unk & tf.concat([[False], is_unk], 0)[:-1] & tf.equal(token_piece, tf.concat([[-1], token_piece], 0)[:-1])
         group = tf.cumsum(tf.cast(~joins, tf.int64)) - 1
         num = tf.reduce_sum(tf.cast(~joins, tf.int64))
         keep = ~joins
@@ -529,6 +567,7 @@ def read_sentencepiece_model(path):
     from sentencepiece import sentencepiece_model_pb2
 
     model = sentencepiece_model_pb2.ModelProto()
+    path = check_file("path", path, "a spiece.model")
     with open(path, "rb") as f:
         data = f.read()
     try:

@@ -7,22 +7,38 @@ written load in kerasbert and in transformers alike.
 import glob
 import os
 
+from kerasbert.utils.checks import check_bool, check_file, check_int, check_number, check_output_directory, show
+
 
 def _expand(files):
+    """A path, a glob pattern, or a list of them -> the files they match,
+    checked: regular files, not all empty."""
     if isinstance(files, (str, os.PathLike)):
         files = [files]
+    if not isinstance(files, (list, tuple)):
+        raise TypeError(f"files must be a path, a glob pattern or a list of them; got {show(files)}.")
+    if not files:
+        raise ValueError("files=[] names no file; give a path, a glob pattern or a list of them.")
     paths = []
-    for pattern in files:
+    for i, pattern in enumerate(files):
+        if not isinstance(pattern, (str, os.PathLike)):
+            raise TypeError(f"files[{i}] must be a path or a glob pattern; got {show(pattern)}.")
         matches = sorted(glob.glob(os.fspath(pattern)))
         if not matches:
-            raise FileNotFoundError(f"files={pattern!r} matches no file.")
-        paths += matches
+            raise FileNotFoundError(f"files={os.fspath(pattern)!r} matches no file.")
+        paths += [check_file("files", path, "a text file") for path in matches]
+    if not any(os.path.getsize(path) for path in paths):
+        raise ValueError(f"files={show(paths)} are empty: there is no text to train on.")
     return paths
 
 
-def _check_size(vocabulary_size, minimum):
-    if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int) or vocabulary_size < minimum:
-        raise ValueError(f"vocabulary_size must be an integer >= {minimum}; got {vocabulary_size!r}.")
+def _check_options(output_dir, vocabulary_size, minimum, **options):
+    """The arguments every trainer shares, and its integer `options`
+    (name: (value, minimum)), checked before training starts."""
+    check_output_directory("output_dir", output_dir)
+    check_int("vocabulary_size", vocabulary_size, minimum)
+    for name, (value, least) in options.items():
+        check_int(name, value, least)
 
 
 def train_wordpiece(
@@ -54,7 +70,10 @@ def train_wordpiece(
     from kerasbert.tokenizers.wordpiece import WordPieceTokenizer
 
     paths = _expand(files)
-    _check_size(vocabulary_size, 6)
+    _check_options(output_dir, vocabulary_size, 6, min_frequency=(min_frequency, 0), limit_alphabet=(limit_alphabet, 1))
+    check_bool("lowercase", lowercase)
+    check_bool("strip_accents", strip_accents, allow_none=True)
+    check_bool("tokenize_chinese_chars", tokenize_chinese_chars)
     trainer = BertWordPieceTokenizer(
         clean_text=True, handle_chinese_chars=tokenize_chinese_chars,
         strip_accents=strip_accents, lowercase=lowercase,
@@ -121,7 +140,12 @@ def train_sentencepiece(
     from kerasbert.tokenizers.sentence_piece import SentencePieceTokenizer
 
     paths = _expand(files)
-    _check_size(vocabulary_size, 6)
+    _check_options(output_dir, vocabulary_size, 6, max_sentences=(max_sentences, 1))
+    check_int("seed", seed, 0, 2**32 - 1)
+    check_bool("lowercase", lowercase)
+    check_bool("strip_accents", strip_accents)
+    # sentencepiece's own bounds (its trainer aborts outside them).
+    check_number("character_coverage", character_coverage, 0.98, 1.0)
     steps = [normalizers.Replace("``", '"'), normalizers.Replace("''", '"')]
     if strip_accents:
         steps += [normalizers.NFKD(), normalizers.StripAccents()]
@@ -130,6 +154,7 @@ def train_sentencepiece(
     normalizer = normalizers.Sequence(steps)
     with tempfile.TemporaryDirectory() as work:
         text = os.path.join(work, "text.txt")
+        lines = 0
         with open(text, "w", encoding="utf-8") as out:
             for path in paths:
                 with open(path, encoding="utf-8", errors="replace") as f:
@@ -137,6 +162,9 @@ def train_sentencepiece(
                         line = normalizer.normalize_str(line.strip())
                         if line:
                             out.write(line + "\n")
+                            lines += 1
+        if not lines:
+            raise ValueError(f"files={show(paths)} hold only whitespace: there is no text to train on.")
         sentencepiece.set_random_generator_seed(seed)
         sentencepiece.SentencePieceTrainer.train(
             input=text, model_prefix=os.path.join(work, "spiece"), vocab_size=vocabulary_size,
@@ -187,7 +215,9 @@ def train_bpe(
     from kerasbert.tokenizers.byte_pair import BytePairTokenizer
 
     paths = _expand(files)
-    _check_size(vocabulary_size, 261)
+    _check_options(output_dir, vocabulary_size, 261, min_frequency=(min_frequency, 0))
+    check_bool("add_prefix_space", add_prefix_space)
+    check_bool("trim_offsets", trim_offsets)
     trainer = ByteLevelBPETokenizer(add_prefix_space=add_prefix_space, trim_offsets=trim_offsets)
     trainer.train(
         paths, vocab_size=vocabulary_size, min_frequency=min_frequency, show_progress=False,

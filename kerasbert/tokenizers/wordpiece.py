@@ -1,6 +1,7 @@
 """WordPiece (BERT, ELECTRA, MiniLM) in TensorFlow ops, identical to
 transformers' fast BERT tokenizer."""
 
+import os
 import re
 
 import keras
@@ -9,6 +10,7 @@ import tensorflow_text as tf_text
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
+from kerasbert.utils.checks import check_bool, check_file, check_int, check_string, show
 from kerasbert.utils.ragged import row_ids, row_positions
 
 _WORD_KEY = 2**32  # word index * _WORD_KEY + byte offset: one sortable key
@@ -77,20 +79,20 @@ class WordPieceTokenizer(Tokenizer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if isinstance(vocabulary, str):
-            with open(vocabulary, encoding="utf-8") as f:
+        if isinstance(vocabulary, (str, os.PathLike)):
+            with open(check_file("vocabulary", vocabulary, "a vocab.txt"), encoding="utf-8") as f:
                 vocabulary = [line.rstrip("\n").rstrip("\r") for line in f]
             while vocabulary and vocabulary[-1] == "":
                 vocabulary.pop()
         self._set_vocabulary(vocabulary)
-        self.lowercase = lowercase
-        self.strip_accents = strip_accents
-        self.clean_text = clean_text
-        self.tokenize_chinese_chars = tokenize_chinese_chars
+        self.lowercase = check_bool("lowercase", lowercase)
+        self.strip_accents = check_bool("strip_accents", strip_accents, allow_none=True)
+        self.clean_text = check_bool("clean_text", clean_text)
+        self.tokenize_chinese_chars = check_bool("tokenize_chinese_chars", tokenize_chinese_chars)
         self.unknown_token = unknown_token
-        self.suffix_indicator = suffix_indicator
-        self.max_word_length = max_word_length
-        self.special_tokens_in_text = special_tokens_in_text
+        self.suffix_indicator = check_string("suffix_indicator", suffix_indicator, allow_empty=False)
+        self.max_word_length = check_int("max_word_length", max_word_length, 1, 2**28)
+        self.special_tokens_in_text = check_bool("special_tokens_in_text", special_tokens_in_text)
         self._set_special_tokens(cls_token, sep_token, pad_token, mask_token, unknown_token)
         self._set_special_tokens_in_text(self.special_tokens.values() if special_tokens_in_text else ())
         rules = unicode.BertCharacterRules(lowercase, strip_accents, clean_text, tokenize_chinese_chars)
@@ -99,15 +101,30 @@ class WordPieceTokenizer(Tokenizer):
             for name in ("class_edges", "classes", "map_keys", "map_lengths",
                          "map_starts", "map_values", "split_edges", "split_classes")
         }
-        self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=self.vocabulary,
-            suffix_indicator=suffix_indicator,
-            max_bytes_per_word=4 * max_word_length + 4,
-            token_out_type=tf.int32,
-            unknown_token=unknown_token,
-            no_pretokenization=True,
-            support_detokenization=True,
-        )
+        self._check_pieces()
+        try:
+            self._wordpiece = tf_text.FastWordpieceTokenizer(
+                vocab=self.vocabulary,
+                suffix_indicator=suffix_indicator,
+                max_bytes_per_word=4 * max_word_length + 4,
+                token_out_type=tf.int32,
+                unknown_token=unknown_token,
+                no_pretokenization=True,
+                support_detokenization=True,
+            )
+        except (RuntimeError, tf.errors.OpError) as error:  # tensorflow-text's own checks
+            raise ValueError(f"vocabulary cannot make a WordPiece tokenizer: {str(error)[:300]}") from None
+
+    def _check_pieces(self):
+        """tensorflow-text's limits on a token: no NUL, at most 256 UTF-8
+        bytes without the suffix indicator. A damaged vocab.txt breaks them."""
+        for i, token in enumerate(self.vocabulary):
+            piece = token[len(self.suffix_indicator):] if token.startswith(self.suffix_indicator) else token
+            if "\x00" in token or len(piece.encode("utf-8")) > 256:
+                raise ValueError(
+                    f"vocabulary[{i}]={show(token)} cannot be a WordPiece token: tokens hold no NUL character "
+                    "and at most 256 UTF-8 bytes (without the suffix indicator). Is the vocabulary file damaged?"
+                )
 
     def _tokenize_text(self, texts):
         r = self._rules

@@ -12,6 +12,21 @@ import shutil
 import tempfile
 
 
+def check_path(argument, value):
+    """`value` as a path string, or a TypeError / ValueError naming
+    `argument` when it cannot name a file."""
+    from kerasbert.utils.checks import show
+
+    if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{argument} must be a path (a str or os.PathLike); got {type(value).__name__}: "
+                        f"{show(value)}.")
+    path = os.fspath(value)
+    if not path.strip() or "\x00" in path:
+        raise ValueError(f"{argument}={show(path)} is not a usable path: it is empty, blank or holds a "
+                         "NUL character.")
+    return path
+
+
 def _fsync_directory(path):
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
@@ -39,7 +54,13 @@ def atomic_file(path):
             os.remove(tmp)
 
 
-def write_json(path, data):
+def write_json(path, data, seal=False):
+    """Writes `data` as JSON, atomically; `seal` adds a digest of the content
+    that `read_json` checks (kerasbert.utils.integrity)."""
+    if seal:
+        from kerasbert.utils.integrity import sealed
+
+        data = sealed(data)
     with atomic_file(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2)
@@ -59,12 +80,18 @@ def read_json(path, what="JSON file"):
         raise ValueError(
             f"{what} {path} must hold a JSON object; found {type(data).__name__}."
         )
-    return data
+    from kerasbert.utils.integrity import check_seal
+
+    return check_seal(data, path)
 
 
 def write_safetensors(path, tensors, metadata=None):
+    import numpy as np
     from safetensors.numpy import save_file
 
+    # safetensors writes an array's buffer as it lies in memory: a transposed
+    # (non C-contiguous) view would be saved scrambled.
+    tensors = {name: np.asarray(value, order="C") for name, value in tensors.items()}
     with atomic_file(path) as tmp:
         save_file(tensors, tmp, metadata=metadata)
 
@@ -129,26 +156,77 @@ def atomic_directory(path):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _exchange(a, b):
+    """Swaps two paths in one atomic step (Linux `renameat2` with
+    RENAME_EXCHANGE); False where the system or file system cannot."""
+    import ctypes
+    import errno
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_cwd, rename_exchange = -100, 2
+    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), b)
+
+
 @contextlib.contextmanager
-def replacing_directory(path, overwrite=False, hint="pass overwrite=True"):
-    """Yields an empty directory beside `path` to write into; when the block
-    completes, it takes `path`'s place. An existing `path` raises
-    FileExistsError (naming `hint`) unless `overwrite`, and even then goes
-    only once the new directory is complete; on failure `path` is left as it
-    was."""
+def _staged_directory(path, start_from_existing):
+    """Yields a directory beside `path` to write into (holding hard links to
+    `path`'s files if `start_from_existing`); when the block completes it
+    takes `path`'s place. Where the system can swap two directories
+    atomically (Linux), a reader, or a process killed at any point, sees
+    either the whole previous directory or the whole new one. Elsewhere a
+    kill between two renames leaves the previous directory in a
+    `.kerasbert-staging-*` folder beside `path`. On failure `path` is left
+    as it was. Writers must replace files in it (`atomic_file`), never
+    write into them: the files carried over are links to the old ones."""
     path = os.fspath(path)
-    if os.path.lexists(path) and not overwrite:
-        raise FileExistsError(f"{path} already exists; {hint} to replace it.")
+    if os.path.islink(path):  # replace the directory it points to, keep the link
+        path = os.path.realpath(path)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise NotADirectoryError(f"{path} exists and is not a directory.")
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".kerasbert-staging-", dir=parent)
     try:
         written = os.path.join(staging, "new")
-        os.mkdir(written)
+        if start_from_existing and os.path.isdir(path):
+            try:  # new files replace links (atomic_file renames), never write through them
+                shutil.copytree(path, written, symlinks=True, copy_function=os.link)
+            except OSError:
+                shutil.rmtree(written, ignore_errors=True)
+                shutil.copytree(path, written, symlinks=True)
+        else:
+            os.mkdir(written)
         yield written
-        if os.path.lexists(path):
+        if not os.path.lexists(path):
+            os.rename(written, path)
+        elif not _exchange(written, path):
             os.replace(path, os.path.join(staging, "replaced"))
-        os.replace(written, path)
+            os.replace(written, path)
         _fsync_directory(parent)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def updating_directory(path, argument="preset_dir"):
+    """Yields a copy of directory `path` (or a new empty one) to change;
+    the changed copy replaces `path` as a whole (see `_staged_directory`).
+    `argument` names `path` in errors."""
+    return _staged_directory(check_path(argument, path), start_from_existing=True)
+
+
+def replacing_directory(path, overwrite=False, hint="pass overwrite=True", argument="filepath"):
+    """Yields an empty directory that replaces `path` as a whole when the
+    block completes (see `_staged_directory`). An existing `path` raises
+    FileExistsError (naming `hint`) unless `overwrite`."""
+    path = check_path(argument, path)
+    if os.path.lexists(path) and not overwrite:
+        raise FileExistsError(f"{path} already exists; {hint} to replace it.")
+    return _staged_directory(path, start_from_existing=False)
