@@ -351,6 +351,22 @@ class Encoder(keras.Model):
             **self._encoder_config,
         }
 
+    def __call__(self, *args, **kwargs):
+        # Ids past the vocabulary or segments, or sequences past the position
+        # table: TensorFlow raises a framework error, JAX clamps or gives NaN.
+        # NumPy features are checked first (kerasbert.tasks.inputs).
+        from kerasbert.tasks.inputs import check_host_features
+
+        check_host_features(args[0] if args else kwargs.get("inputs"), self, tuple(self.input), "inputs")
+        return super().__call__(*args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        """`keras.Model.predict`; NumPy features are checked first, as in `__call__`."""
+        from kerasbert.tasks.inputs import check_host_features
+
+        check_host_features(x, self, tuple(self.input), "x")
+        return super().predict(x, *args, **kwargs)
+
     @classmethod
     def from_config(cls, config):
         return cls(**config)

@@ -215,3 +215,28 @@ def test_no_segment_input_without_segments():
     inputs = encoder_inputs(encoder)
     assert "segment_ids" not in inputs
     assert run(encoder, inputs)["sequence_output"].shape[0] == 3
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(token_ids=53), r"inputs\['token_ids'\]\[0\]\[1\]=53 is out of range: .*vocabulary_size=53"),
+    (dict(token_ids=-1), r"inputs\['token_ids'\]\[0\]\[1\]=-1 is out of range"),
+    (dict(segment_ids=3), r"inputs\['segment_ids'\]\[0\]\[1\]=3 is out of range: .*num_segments=3"),
+])
+def test_numpy_ids_outside_the_tables_are_refused_on_every_backend(change, message):
+    """TensorFlow's gathers would raise a framework error; JAX's would clamp
+    or give NaN without a word."""
+    encoder = tiny_encoder()
+    inputs = encoder_inputs(encoder, lengths=(4, 3))
+    for key, value in change.items():
+        inputs[key][0, 1] = value
+    with pytest.raises(ValueError, match=message):
+        encoder(inputs)
+    with pytest.raises(ValueError, match=message.replace("inputs", "x")):
+        encoder.predict(inputs, verbose=0)
+
+
+def test_numpy_sequences_longer_than_the_position_table_are_refused():
+    encoder = tiny_encoder()
+    inputs = encoder_inputs(encoder, lengths=(30,), seq=30)
+    with pytest.raises(ValueError, match=r"sequences of 30 positions; .*max_sequence_length=24"):
+        encoder(inputs)

@@ -752,7 +752,9 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
     """
     from kerasbert.encoder import Encoder
     from kerasbert.tasks.electra import ElectraPretrainer
+    from kerasbert.utils.io import check_path
 
+    directory = check_path("directory", directory)
     if isinstance(model, ElectraPretrainer):
         _write_electra_pretrainer(model, directory, model_type, generator_directory)
         return directory

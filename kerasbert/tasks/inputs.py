@@ -643,6 +643,13 @@ def feature_ranges(encoder, names):
     return {name: ranges[name] for name in names if name in ranges}
 
 
+def check_host_features(inputs, encoder, names, name):
+    """`check_features` for a dict of NumPy arrays (features in host memory);
+    tensors (traced, or on a device) and other inputs pass as they are."""
+    if isinstance(inputs, dict) and inputs and all(isinstance(v, np.ndarray) for v in inputs.values()):
+        check_features(inputs, encoder, names, name)
+
+
 def check_features(features, encoder, names, name="x"):
     """Packed features for a model with inputs `names` on `encoder`: a dict
     holding each of them, `(batch, seq)` integers (`mask_positions` and

@@ -14,6 +14,7 @@ import tensorflow as tf
 from kerasbert.encoder import Encoder
 from kerasbert.tasks.inputs import (
     check_features,
+    check_host_features,
     check_sample_weight,
     check_targets,
     checked_count,
@@ -212,8 +213,7 @@ class Task(keras.Model):
         # Features in host memory (NumPy) are checked as `predict` checks
         # them; tensors (traced, or on a device) pass as they are.
         inputs = args[0] if args else kwargs.get("inputs")
-        if isinstance(inputs, dict) and inputs and all(isinstance(v, np.ndarray) for v in inputs.values()):
-            check_features(inputs, self._input_encoder(), tuple(self.input), "inputs")
+        check_host_features(inputs, self._input_encoder(), tuple(self.input), "inputs")
         return super().__call__(*args, **kwargs)
 
     def _checked_validation(self, validation_data):
