@@ -11,6 +11,8 @@ import os
 import shutil
 import tempfile
 
+from kerasbert.utils.integrity import check_seal, sealed
+
 
 def check_path(argument, value):
     """`value` as a path string, or a TypeError / ValueError naming
@@ -58,8 +60,6 @@ def write_json(path, data, seal=False):
     """Writes `data` as JSON, atomically; `seal` adds a digest of the content
     that `read_json` checks (kerasbert.utils.integrity)."""
     if seal:
-        from kerasbert.utils.integrity import sealed
-
         data = sealed(data)
     with atomic_file(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -80,8 +80,6 @@ def read_json(path, what="JSON file"):
         raise ValueError(
             f"{what} {path} must hold a JSON object; found {type(data).__name__}."
         )
-    from kerasbert.utils.integrity import check_seal
-
     return check_seal(data, path)
 
 
