@@ -102,9 +102,10 @@ def _embed(layers, inputs):
     return layers["embeddings_dropout"](layers["embeddings_layer_norm"](x))
 
 
-def _transform(layers, x, padding_mask, num_layers, groups, num_inner_layers):
+def _transform(layers, x, padding_mask, num_layers, groups, num_inner_layers, positions=None):
     """Embeddings `(batch, seq, width)` -> sequence output `(batch, seq, hidden)`:
-    the projection (if any), then the transformer blocks."""
+    the projection (if any), then the transformer blocks. With `positions
+    (batch, n)` the last block runs at those rows only: `(batch, n, hidden)`."""
     if layers["embeddings_projection"] is not None:
         x = layers["embeddings_projection"](x)  # (batch, seq, hidden)
     attention_mask = document_attention_mask(padding_mask)  # (batch, 1, seq, seq)
@@ -112,7 +113,11 @@ def _transform(layers, x, padding_mask, num_layers, groups, num_inner_layers):
     for i in range(num_layers):
         group = int(i / (num_layers / groups))  # the Hugging Face ALBERT rule
         for j in range(num_inner_layers):
-            x = blocks[group * num_inner_layers + j](x, attention_mask=attention_mask)
+            last = i == num_layers - 1 and j == num_inner_layers - 1
+            query_positions = positions if last else None
+            x = blocks[group * num_inner_layers + j](
+                x, attention_mask=attention_mask, query_positions=query_positions
+            )
     return x
 
 
@@ -424,13 +429,55 @@ class Encoder(keras.Model):
         dropout, before the projection to `hidden_dim`."""
         return _embed(self._layer_map(), inputs)
 
-    def transform(self, embeddings, padding_mask):
+    def transform(self, embeddings, padding_mask, positions=None):
         """Embeddings `(batch, seq, embedding_width)` -> `sequence_output`
-        `(batch, seq, hidden_dim)`: the projection, then every layer."""
+        `(batch, seq, hidden_dim)`: the projection, then every layer. With
+        `positions (batch, n)`, the last layer runs at those rows only and
+        the result is `sequence_output` there, `(batch, n, hidden_dim)` (see
+        `outputs_at`)."""
         groups = self.num_layers if self.num_layer_groups is None else self.num_layer_groups
         return _transform(
-            self._layer_map(), embeddings, padding_mask, self.num_layers, groups, self.num_inner_layers
+            self._layer_map(), embeddings, padding_mask, self.num_layers, groups, self.num_inner_layers,
+            positions=positions,
         )
+
+    def outputs_at(self, inputs, positions):
+        """The outputs a task reads when it needs only some positions (a
+        masked LM: the masked ones): `sequence_output` at `positions`
+        `(batch, n)`, i.e. `(batch, n, hidden_dim)`, and `pooled_output`.
+        They equal the full outputs gathered at those positions (to float
+        rounding), but the last layer runs only at those rows and the first
+        token: every token is still a key and value of its attention, while
+        its queries, feed-forward network and LayerNorms skip the rest. For
+        BERT's 20 masked positions in 128 tokens that is most of one layer's
+        work, forward and backward (see docs/performance.md). Used by
+        `kerasbert.MaskedLM`, `kerasbert.BertPretrainer` and, with
+        `pooling="cls"`, `kerasbert.TextClassifier` (the first token only).
+
+        Examples:
+        >>> import numpy as np
+        >>> encoder = Encoder(vocabulary_size=100, num_layers=2, num_heads=2,
+        ...                   hidden_dim=16, intermediate_dim=32)
+        >>> features = {"token_ids": np.array([[2, 7, 9, 3, 0]]),
+        ...             "segment_ids": np.zeros((1, 5), "int32"),
+        ...             "padding_mask": np.array([[1, 1, 1, 1, 0]])}
+        >>> at = encoder.outputs_at(features, np.array([[2, 1]]))
+        >>> full = encoder(features)
+        >>> bool(np.allclose(ops.convert_to_numpy(at["sequence_output"])[0],
+        ...                  ops.convert_to_numpy(full["sequence_output"])[0, [2, 1]], atol=1e-5))
+        True
+        >>> bool(np.allclose(ops.convert_to_numpy(at["pooled_output"]),
+        ...                  ops.convert_to_numpy(full["pooled_output"]), atol=1e-5))
+        True
+        """
+        positions = ops.cast(positions, "int32")  # (batch, n)
+        first = ops.zeros_like(positions[:, :1])  # (batch, 1): the first token, for the pooler
+        x = self.transform(
+            self.embed(inputs), inputs["padding_mask"], positions=ops.concatenate([first, positions], axis=1)
+        )  # (batch, 1 + n, hidden)
+        first_token = x[:, 0, :]  # (batch, hidden)
+        pooled = self.pooler_dense(first_token) if self.pooler else first_token
+        return {"sequence_output": x[:, 1:, :], "pooled_output": pooled}
 
     def save_to_preset(self, preset_dir, **metadata):
         """Writes this encoder as a kerasbert preset directory that

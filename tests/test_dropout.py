@@ -41,6 +41,26 @@ def test_draws_are_independent_within_a_word_and_across_calls():
     assert abs((first & second).mean() - rate**2) < 0.005
 
 
+def test_masks_are_independent_across_strides_and_successive_calls():
+    # TensorFlow's masks hash each element's flat index under a key from the
+    # call's seed, and successive calls' seeds differ by small steps: no
+    # stride of the index, nor a pair of the first calls, may correlate.
+    rate, rows, cols = 0.5, 256, 4096
+    layer = Dropout(rate, seed=7)
+    x = np.ones((rows, cols), "float32")
+    calls = [_apply(layer, x) == 0 for _ in range(6)]
+    flat = calls[0].ravel()
+    for stride in (1, 2, 3, 16, 64, 255, 256, 4096, 65536):
+        assert abs((flat[:-stride] & flat[stride:]).mean() - rate**2) < 0.005, stride
+    for i in range(len(calls)):
+        for j in range(i + 1, len(calls)):
+            assert abs((calls[i] & calls[j]).mean() - rate**2) < 0.005, (i, j)
+    # Uniform bits: the realised rate is right at every threshold, not only at one.
+    for other in (0.05, 0.3, 0.7, 0.95):
+        dropped = (_apply(Dropout(other, seed=11), x) == 0).mean()
+        assert abs(dropped - other) < 5 * (other * (1 - other) / x.size) ** 0.5, other
+
+
 def test_seeded_layers_repeat_and_different_seeds_differ():
     x = np.ones((8, 300), "float32")
     a = _apply(Dropout(0.3, seed=1), x)

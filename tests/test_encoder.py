@@ -240,3 +240,32 @@ def test_numpy_sequences_longer_than_the_position_table_are_refused():
     inputs = encoder_inputs(encoder, lengths=(30,), seq=30)
     with pytest.raises(ValueError, match=r"sequences of 30 positions; .*max_sequence_length=24"):
         encoder(inputs)
+
+
+def test_outputs_at_equals_the_full_outputs_gathered(family_encoder):
+    # Packed documents, padding rows, repeated positions and position 0:
+    # the last layer run at the chosen rows only gives those rows of the
+    # full output, and the same pooled output.
+    inputs = encoder_inputs(family_encoder, lengths=(9, 6, 1))
+    inputs["padding_mask"][0, 4:9] = 2  # row 0 packs two documents
+    positions = np.array([[0, 3, 5, 8], [2, 2, 7, 1], [0, 0, 0, 0]], "int32")
+    full = run(family_encoder, inputs)
+    at = {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in family_encoder.outputs_at(inputs, positions).items()}
+    expected = np.take_along_axis(full["sequence_output"], positions[:, :, None], axis=1)
+    np.testing.assert_allclose(at["sequence_output"], expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(at["pooled_output"], full["pooled_output"], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_attention_at_query_positions_is_the_full_attention_gathered(training):
+    # Both attention paths: the fused one (inference) and the explicit
+    # softmax (training with attention dropout, its draw switched off).
+    block = kerasbert.layers.TransformerBlock(num_heads=2, hidden_dim=8, intermediate_dim=12, attention_dropout=0.1)
+    block.attention.probs_dropout.rate = 0.0
+    x = np.random.default_rng(1).standard_normal((2, 5, 8)).astype("float32")
+    mask = kerasbert.encoder.document_attention_mask(np.array([[1, 1, 2, 2, 0], [1, 1, 1, 0, 0]]))
+    positions = np.array([[4, 0, 2], [1, 1, 3]], "int32")
+    full = keras.ops.convert_to_numpy(block(x, attention_mask=mask, training=training))
+    at = keras.ops.convert_to_numpy(block(x, attention_mask=mask, training=training, query_positions=positions))
+    assert at.shape == (2, 3, 8)
+    np.testing.assert_allclose(at, np.take_along_axis(full, positions[:, :, None], axis=1), atol=1e-5)

@@ -108,3 +108,26 @@ def test_heads_transformers_lacks_are_refused_or_flagged(tmp_path):
         to_huggingface(kerasbert.TextClassifier(encoder, num_classes=2, pooling="mean"), str(tmp_path / "c"))
     with pytest.warns(UserWarning, match="no CRF"):
         to_huggingface(kerasbert.TokenClassifier(encoder, labels=LABELS, crf=True), str(tmp_path / "b"))
+
+
+@pytest.mark.parametrize("pooling, hidden_dim, last_rows", [("cls", None, 2), ("cls", 8, 2), ("mean", None, 9)])
+def test_a_first_token_classifier_runs_its_last_layer_at_that_token_only(pooling, hidden_dim, last_rows, monkeypatch):
+    # The parity above checks the numbers; this checks that the saving is
+    # taken: the last block computes the first token (and the pooler's copy
+    # of it), not all 9 rows, unless mean pooling reads every row.
+    from helpers import tiny_encoder
+
+    encoder = tiny_encoder()
+    model = kerasbert.TextClassifier(encoder, num_classes=3, pooling=pooling, hidden_dim=hidden_dim)
+    inputs = encoder_inputs(encoder, lengths=(9, 6, 1))
+    rows = []
+    call = kerasbert.layers.TransformerBlock.call
+
+    def recording(self, x, *args, **kwargs):
+        outputs = call(self, x, *args, **kwargs)
+        rows.append(outputs.shape[1])
+        return outputs
+
+    monkeypatch.setattr(kerasbert.layers.TransformerBlock, "call", recording)
+    model(inputs, training=False)
+    assert rows == [9] * (encoder.num_layers - 1) + [last_rows]

@@ -104,6 +104,8 @@ def test_bert_pretrainer_logs_every_objective(sentence_task):
         expected |= {f"{sentence_task}_loss", f"{sentence_task}_accuracy"}
         total = np.array(history["mlm_loss"]) + np.array(history[f"{sentence_task}_loss"])
         np.testing.assert_allclose(history["loss"], total, rtol=1e-5)
+    else:  # tracked from the loss itself, not computed again
+        np.testing.assert_allclose(history["mlm_loss"], history["loss"], rtol=1e-6)
     assert set(history) == expected
     assert history["loss"][-1] < history["loss"][0]
 
@@ -256,3 +258,63 @@ def test_jit_compiled_training_matches_eager():
         results.append([w.numpy() for w in pretrainer.trainable_weights])
     for eager, compiled in zip(*results):
         np.testing.assert_allclose(compiled, eager, atol=1e-4)
+
+
+def test_masked_lm_runs_its_last_layer_at_the_masked_positions_only(monkeypatch):
+    """The speed-up of `Encoder.outputs_at`: the last block's output has one
+    row per masked position (and the first token), the others the whole
+    sequence."""
+    encoder = tiny_encoder()
+    model = kerasbert.MaskedLM(encoder)
+    x, _, _ = batch(encoder)
+    rows = []
+    call = kerasbert.layers.TransformerBlock.call
+
+    def recording(self, inputs, *args, **kwargs):
+        outputs = call(self, inputs, *args, **kwargs)
+        rows.append(outputs.shape[1])
+        return outputs
+
+    monkeypatch.setattr(kerasbert.layers.TransformerBlock, "call", recording)
+    model(x)
+    assert rows == [SEQ] * (encoder.num_layers - 1) + [1 + P]
+
+
+@pytest.mark.parametrize("sentence_task", [None, "nsp"])
+def test_training_at_the_masked_positions_matches_training_on_the_full_output(sentence_task):
+    """Gradients are unchanged: one SGD step of the pretrainer gives the
+    weights of one step of the same model that computes the last layer
+    everywhere and gathers afterwards."""
+    keras.utils.set_random_seed(0)
+    encoders = [tiny_encoder(embedding_dim=8, num_layers=3, num_layer_groups=2) for _ in range(2)]
+    encoders[1].set_weights(encoders[0].get_weights())
+    pretrainer = kerasbert.BertPretrainer(encoders[0], sentence_task=sentence_task)
+    features = {k: keras.Input((None,), dtype="int32", name=k) for k in encoders[1].input}
+    positions = keras.Input((None,), dtype="int32", name="mask_positions")
+    outputs = encoders[1](features)
+    head = kerasbert.layers.MaskedLMHead(encoders[1].token_embedding, name="mlm_head")
+    reference_outputs = {"mlm": head(outputs["sequence_output"], positions)}
+    if sentence_task:
+        reference_outputs["nsp"] = keras.layers.Dense(2, name="nsp_head")(outputs["pooled_output"])
+    reference = keras.Model({**features, "mask_positions": positions}, reference_outputs)
+    head.set_weights(pretrainer.mlm_head.get_weights())
+    if sentence_task:
+        reference.get_layer("nsp_head").set_weights(pretrainer.sentence_head.get_weights())
+
+    x, mask_ids, mask_weights = batch(encoders[0])
+    y, weights = {"mlm": mask_ids}, {"mlm": mask_weights}
+    if sentence_task:
+        y["nsp"], weights["nsp"] = np.array([0, 1, 1, 0]), np.ones(B, "float32")
+    initial = {v.path: v.numpy() for v in pretrainer.trainable_weights}
+    results = []
+    for model in (pretrainer, reference):
+        model.compile(optimizer=keras.optimizers.SGD(0.5),
+                      loss={k: keras.losses.SparseCategoricalCrossentropy(from_logits=True) for k in y})
+        model.fit(x, y, sample_weight=weights, batch_size=B, epochs=1, shuffle=False, verbose=0)
+        results.append({v.path: v.numpy() for v in model.trainable_weights})
+    assert sorted(results[0]) == sorted(results[1]) == sorted(initial)
+    for path, value in results[0].items():
+        np.testing.assert_allclose(value, results[1][path], atol=2e-6, err_msg=path)
+    moved = [path for path in initial if not np.allclose(initial[path], results[0][path], atol=1e-6)]
+    assert "transformer_block_1/output_dense/kernel" in moved  # the last block's (shared) weights
+    assert len(moved) > len(initial) // 2

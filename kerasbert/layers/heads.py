@@ -33,7 +33,10 @@ class MaskedLMHead(keras.layers.Layer):
 
     Call arguments:
         sequence_output: `(batch, seq, hidden_dim)`.
-        mask_positions: `(batch, num_masked)` integer positions.
+        mask_positions: `(batch, num_masked)` integer positions, or None
+            when `sequence_output` holds the masked positions' vectors
+            already (`(batch, num_masked, hidden_dim)`, from
+            `Encoder.outputs_at`).
 
     Examples:
     >>> import numpy as np
@@ -78,17 +81,20 @@ class MaskedLMHead(keras.layers.Layer):
             name="bias", shape=(self.token_embedding.input_dim,), initializer="zeros"
         )
 
-    def call(self, sequence_output, mask_positions):
-        positions = ops.cast(mask_positions, "int32")
-        # Gather first: (batch, num_masked, hidden), never (batch, seq, vocab).
-        x = ops.take_along_axis(sequence_output, positions[:, :, None], axis=1)
+    def call(self, sequence_output, mask_positions=None):
+        x = sequence_output  # None: already (batch, num_masked, hidden)
+        if mask_positions is not None:
+            positions = ops.cast(mask_positions, "int32")
+            # Gather first: (batch, num_masked, hidden), never (batch, seq, vocab).
+            x = ops.take_along_axis(sequence_output, positions[:, :, None], axis=1)
         x = self.layer_norm(self._activation_fn(self.dense(x)))  # (batch, num_masked, width)
         table = ops.cast(self.token_embedding.embeddings, self.compute_dtype)  # (vocab, width)
         logits = ops.matmul(x, ops.transpose(table))  # (batch, num_masked, vocab)
         return ops.cast(logits, "float32") + ops.cast(self.bias, "float32")
 
-    def compute_output_shape(self, sequence_output_shape, mask_positions_shape):
-        return (*mask_positions_shape, self.token_embedding.input_dim)
+    def compute_output_shape(self, sequence_output_shape, mask_positions_shape=None):
+        rows = sequence_output_shape[:-1] if mask_positions_shape is None else mask_positions_shape
+        return (*rows, self.token_embedding.input_dim)
 
     def get_config(self):
         config = super().get_config()

@@ -1,6 +1,7 @@
 """The post-LayerNorm transformer block of BERT and its relatives."""
 
 import keras
+from keras import ops
 
 from kerasbert.layers.activations import get_activation
 from kerasbert.layers.attention import SelfAttention
@@ -12,6 +13,12 @@ from kerasbert.layers.initializers import clone_initializer
 class TransformerBlock(keras.layers.Layer):
     """Self-attention then a feed-forward network, each followed by
     dropout, a residual connection and LayerNorm (post-LN, as in BERT).
+
+    Called with `query_positions (batch, queries)`, the block returns its
+    output at those rows only, `(batch, queries, hidden)`: every row is
+    still a key and value of the attention, but the queries, the
+    feed-forward network and the LayerNorms run on the chosen rows alone
+    (see `SelfAttention`).
 
     Args:
         num_heads: number of attention heads.
@@ -97,16 +104,20 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build(input_shape)
         self.built = True
 
-    def call(self, inputs, attention_mask=None, training=None):
-        attended = self.attention(inputs, attention_mask=attention_mask, training=training)
+    def call(self, inputs, attention_mask=None, training=None, query_positions=None):
+        attended = self.attention(
+            inputs, attention_mask=attention_mask, training=training, query_positions=query_positions
+        )  # (batch, queries, hidden); queries = seq without query_positions
+        if query_positions is not None:
+            inputs = ops.take_along_axis(inputs, ops.cast(query_positions, "int32")[:, :, None], axis=1)
         attended = self.attention_output_dropout(attended, training=training)
-        hidden = self.attention_layer_norm(inputs + attended)  # (batch, seq, hidden)
+        hidden = self.attention_layer_norm(inputs + attended)  # (batch, queries, hidden)
         ffn = self.output_dense(self.intermediate_dense(hidden))
         ffn = self.output_dropout(ffn, training=training)
-        return self.output_layer_norm(hidden + ffn)  # (batch, seq, hidden)
+        return self.output_layer_norm(hidden + ffn)  # (batch, queries, hidden)
 
-    def compute_output_shape(self, input_shape):
-        return input_shape
+    def compute_output_shape(self, inputs_shape, query_positions_shape=None):
+        return self.attention.compute_output_shape(inputs_shape, query_positions_shape)
 
     def get_config(self):
         config = super().get_config()

@@ -205,8 +205,10 @@ class ElectraPretrainer(Task):
         inputs["mask_weights"] = keras.Input((None,), dtype="float32", name="mask_weights")
         encoder_keys = [k for k in inputs if k not in ("mask_positions", "mask_weights")]
         embedded = discriminator.embed(inputs)  # (batch, seq, embedding_width), shared
-        generated = generator.transform(embedded, inputs["padding_mask"])  # (batch, seq, gen_hidden)
-        generator_logits = generator_head(generated, inputs["mask_positions"])  # (batch, masked, vocab)
+        generated = generator.transform(
+            embedded, inputs["padding_mask"], positions=inputs["mask_positions"]
+        )  # (batch, masked, gen_hidden): its last layer at the masked positions only
+        generator_logits = generator_head(generated)  # (batch, masked, vocab)
         sampled = sampler(generator_logits)  # (batch, masked)
         corrupted = TokenReplacement(name="replacement")(
             inputs["token_ids"], inputs["mask_positions"], inputs["mask_weights"], sampled

@@ -6,16 +6,21 @@ import tensorflow as tf
 from kerasbert.layers.heads import MaskedLMHead
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
 from kerasbert.tasks.inputs import Targets
-from kerasbert.tasks.task import Task, check_encoder, encoder_inputs, text_signature
+from kerasbert.tasks.task import EncoderAtPositions, Task, check_encoder, encoder_inputs, text_signature
 
 
 def masked_lm_graph(encoder):
-    """Inputs (the encoder's plus `mask_positions`), the encoder's outputs and
-    the tied head's logits `(batch, num_masked, vocabulary_size)`."""
+    """Inputs (the encoder's plus `mask_positions`), the encoder's outputs
+    (`sequence_output` at the masked positions only, `(batch, num_masked,
+    hidden)`, and `pooled_output`) and the tied head's logits `(batch,
+    num_masked, vocabulary_size)`."""
     check_encoder(encoder)
     inputs = encoder_inputs(encoder)
     inputs["mask_positions"] = keras.Input((None,), dtype="int32", name="mask_positions")
-    outputs = encoder({k: v for k, v in inputs.items() if k != "mask_positions"})
+    features = {k: v for k, v in inputs.items() if k != "mask_positions"}
+    outputs = EncoderAtPositions(encoder, name=f"{encoder.name}_at_mask_positions")(
+        features, inputs["mask_positions"]
+    )
     head = MaskedLMHead(
         encoder.token_embedding,
         activation=encoder.activation,
@@ -24,7 +29,7 @@ def masked_lm_graph(encoder):
         dtype=encoder.dtype_policy,
         name="mlm_head",
     )
-    logits = head(outputs["sequence_output"], inputs["mask_positions"])
+    logits = head(outputs["sequence_output"])  # (batch, num_masked, vocabulary)
     return inputs, outputs, head, logits
 
 

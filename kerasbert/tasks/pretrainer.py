@@ -1,6 +1,7 @@
 """BERT's and ALBERT's pretraining: masked LM plus a sentence-level task."""
 
 import keras
+from keras import ops
 
 from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.masked_lm import (
@@ -13,6 +14,16 @@ from kerasbert.tasks.masked_lm import (
 from kerasbert.tasks.task import Task
 
 SENTENCE_TASKS = ("nsp", "sop", None)
+
+
+def _unscaled_for_replicas(loss):
+    """Under `tf.distribute` Keras divides each replica's loss by the number
+    of replicas; its loss trackers multiply it back."""
+    if keras.backend.backend() != "tensorflow":
+        return loss
+    import tensorflow as tf
+
+    return loss * ops.cast(tf.distribute.get_strategy().num_replicas_in_sync, loss.dtype)
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
@@ -63,7 +74,20 @@ class BertPretrainer(Task):
         self.sentence_task = sentence_task
         self.mlm_head = head
         self.sentence_head = sentence_head
+        # With one objective Keras logs no per-output loss: `mlm_loss` is
+        # then tracked from the loss itself (see `_compute_loss`), not
+        # computed a second time from the logits.
+        self.mlm_loss_tracker = None if sentence_task else keras.metrics.Mean(name="mlm_loss")
         self._finish(encoder, encoder=encoder, sentence_task=sentence_task)
+
+    def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        loss = super()._compute_loss(x, y, y_pred, sample_weight, training=training)
+        if self.mlm_loss_tracker is not None:
+            # As Keras tracks `loss` (and each output's loss when there are
+            # several): the replica's loss, unscaled, weighted by batch size.
+            batch = ops.shape(y_pred["mlm"])[0]
+            self.mlm_loss_tracker.update_state(_unscaled_for_replicas(loss), sample_weight=batch)
+        return loss
 
     def _targets(self, raw=False):
         targets = {"mlm": mask_targets(self.encoder)}
@@ -83,11 +107,8 @@ class BertPretrainer(Task):
             weighted_metrics = {name: [accuracy()] for name in objectives}
             if not self.sentence_task:
                 # Keras prefixes metric names with the output's only when
-                # there are several outputs: name them here.
-                weighted_metrics = {"mlm": [
-                    keras.metrics.SparseCategoricalCrossentropy(from_logits=True, name="mlm_loss"),
-                    keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy"),
-                ]}
+                # there are several outputs: name it here.
+                weighted_metrics = {"mlm": [keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")]}
         super().compile(
             optimizer=default_optimizer() if optimizer == "auto" else optimizer,
             loss=loss,

@@ -43,6 +43,29 @@ def encoder_inputs(encoder):
     return {name: keras.Input((None,), dtype="int32", name=name) for name in names}
 
 
+@keras.saving.register_keras_serializable(package="kerasbert")
+class EncoderAtPositions(keras.layers.Layer):
+    """`encoder.outputs_at(features, positions)` as one layer of a task's
+    graph: `sequence_output (batch, n, hidden)` at `positions (batch, n)` and
+    `pooled_output`, with the encoder's last layer run at those rows only
+    (masked LMs: the masked positions; classifiers: the first token). It
+    owns no weights (the encoder's are listed through it, in the encoder's
+    order, so checkpoints keep their layout) and is rebuilt by the task,
+    never from a config."""
+
+    def __init__(self, encoder, **kwargs):
+        kwargs.setdefault("dtype", encoder.dtype_policy)
+        super().__init__(**kwargs)
+        self.encoder = encoder
+
+    def call(self, features, positions):
+        return self.encoder.outputs_at(features, positions)
+
+    def compute_output_shape(self, features_shape, positions_shape):
+        hidden = self.encoder.hidden_dim
+        return {"sequence_output": (*positions_shape, hidden), "pooled_output": (positions_shape[0], hidden)}
+
+
 def check_encoder(encoder, name="encoder"):
     if not isinstance(encoder, Encoder):
         raise TypeError(

@@ -2,13 +2,14 @@
 
 import keras
 import tensorflow as tf
+from keras import ops
 
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.pooling import POOLINGS, Pooling, preset_pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels
 from kerasbert.tasks.inputs import Targets
-from kerasbert.tasks.task import check_dropout, check_encoder, encoder_inputs, text_signature
+from kerasbert.tasks.task import EncoderAtPositions, check_dropout, check_encoder, encoder_inputs, text_signature
 
 # The head each family's transformers `...ForSequenceClassification` uses
 # on top of the first token: BERT and ALBERT the encoder's tanh pooler;
@@ -102,7 +103,12 @@ class TextClassifier(FineTuningTask):
 
         # Graph.
         inputs = encoder_inputs(encoder)
-        outputs = encoder(inputs)
+        if pooling == "mean":
+            outputs = encoder(inputs)
+        else:
+            # Only the first token is read: the last layer runs at that row alone.
+            first = ops.zeros_like(inputs["padding_mask"][:, :1])  # (batch, 1)
+            outputs = EncoderAtPositions(encoder, name=f"{encoder.name}_at_first_token")(inputs, first)
         if pooling == "mean":
             x = Pooling("mean", dtype=policy, name="pooling")(outputs["sequence_output"], inputs["padding_mask"])
             if head_dense is not None:
