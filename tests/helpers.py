@@ -55,6 +55,22 @@ def assert_outputs_close(actual, expected, atol=1e-5):
         np.testing.assert_allclose(actual[key], expected[key], atol=atol, rtol=0, err_msg=key)
 
 
+def block_output_rows(model, inputs, monkeypatch, **call_kwargs):
+    """Calls `model(inputs)` and returns the number of rows (axis 1) each
+    transformer block's output had, in call order."""
+    rows = []
+    call = kerasbert.layers.TransformerBlock.call
+
+    def recording(self, x, *args, **kwargs):
+        outputs = call(self, x, *args, **kwargs)
+        rows.append(outputs.shape[1])
+        return outputs
+
+    monkeypatch.setattr(kerasbert.layers.TransformerBlock, "call", recording)
+    model(inputs, **call_kwargs)
+    return rows
+
+
 # --- Hugging Face references (torch + transformers) -----------------------
 
 def randomize_torch_model(model, seed=0):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import transformers
 import keras
-from helpers import encoder_inputs, hf_call, randomize_torch_model
+from helpers import block_output_rows, encoder_inputs, hf_call, randomize_torch_model, tiny_encoder
 
 import kerasbert
 from kerasbert.convert.huggingface import to_huggingface
@@ -115,19 +115,8 @@ def test_a_first_token_classifier_runs_its_last_layer_at_that_token_only(pooling
     # The parity above checks the numbers; this checks that the saving is
     # taken: the last block computes the first token (and the pooler's copy
     # of it), not all 9 rows, unless mean pooling reads every row.
-    from helpers import tiny_encoder
-
     encoder = tiny_encoder()
     model = kerasbert.TextClassifier(encoder, num_classes=3, pooling=pooling, hidden_dim=hidden_dim)
     inputs = encoder_inputs(encoder, lengths=(9, 6, 1))
-    rows = []
-    call = kerasbert.layers.TransformerBlock.call
-
-    def recording(self, x, *args, **kwargs):
-        outputs = call(self, x, *args, **kwargs)
-        rows.append(outputs.shape[1])
-        return outputs
-
-    monkeypatch.setattr(kerasbert.layers.TransformerBlock, "call", recording)
-    model(inputs, training=False)
+    rows = block_output_rows(model, inputs, monkeypatch, training=False)
     assert rows == [9] * (encoder.num_layers - 1) + [last_rows]

@@ -5,7 +5,7 @@ shared embeddings, in-graph sampling and loss, mixed precision, jit."""
 import keras
 import numpy as np
 import pytest
-from helpers import tiny_encoder
+from helpers import block_output_rows, tiny_encoder
 from keras import ops
 
 import kerasbert
@@ -267,16 +267,7 @@ def test_masked_lm_runs_its_last_layer_at_the_masked_positions_only(monkeypatch)
     encoder = tiny_encoder()
     model = kerasbert.MaskedLM(encoder)
     x, _, _ = batch(encoder)
-    rows = []
-    call = kerasbert.layers.TransformerBlock.call
-
-    def recording(self, inputs, *args, **kwargs):
-        outputs = call(self, inputs, *args, **kwargs)
-        rows.append(outputs.shape[1])
-        return outputs
-
-    monkeypatch.setattr(kerasbert.layers.TransformerBlock, "call", recording)
-    model(x)
+    rows = block_output_rows(model, x, monkeypatch)
     assert rows == [SEQ] * (encoder.num_layers - 1) + [1 + P]
 
 
