@@ -18,8 +18,9 @@ transformers runs once, on torch. Model loading is never timed.
 
 * `kerasbert`: `TextClassifier.from_preset("all_minilm_l6_v2",
   num_classes=2, sequence_length=128)`; `predict` on the raw strings
-  (sorted by length, batches padded to multiples of 8 fitted to the data;
-  XLA on JAX, TensorFlow's own kernels on TensorFlow, eager on torch).
+  (sorted by length; each batch padded to its longest row on torch and
+  TensorFlow, which run any shape (eager torch, TensorFlow's own kernels),
+  and to a few multiples of 8 fitted to the data under XLA on JAX).
 * `keras_hub`: `keras_hub.models.BertTextClassifier.from_preset(<the
   checkpoint directory>, num_classes=2)` with a
   `BertTextClassifierPreprocessor` at `sequence_length=128` (it pads every
@@ -40,18 +41,21 @@ What each number means:
   interpolation) over `--latency-calls` calls, each predicting ONE raw
   string (test snippet 2, 3, ...; the same strings for every system),
   after 2 untimed warm-up calls on snippets 0 and 1. kerasbert and KerasHub:
-  `model.predict([text], verbose=0)`, which builds a `tf.data` pipeline per
-  call; transformers: tokenizer + forward.
+  `model.predict([text], verbose=0)`; KerasHub's builds a `tf.data`
+  pipeline per call, kerasbert's packs a batch this small directly
+  (`kerasbert.tasks.inputs.pack_batch`: eagerly the first time, then
+  through a traced function, so the warm-up calls trace it);
+  transformers: tokenizer + forward.
 * **batch-1 latency, predict_on_batch**: the same strings through the
   direct path, tokenisation included and no `tf.data`: KerasHub's
   `model.predict_on_batch([text])` (it preprocesses raw strings itself, to
-  128 tokens); kerasbert's `model.predict_on_batch(features)` with
-  `features = model.preprocessor([text])` padded to the next multiple of 8
-  (`kerasbert.tasks.inputs.PADDING_MULTIPLE`, the lengths its `predict`
-  uses), so that JAX compiles one program per multiple of 8, not one per
-  token count. On JAX a length not seen before is compiled inside the timed
-  call (it shows in the p90). Differs from `predict` by the per-call
-  pipeline cost, which dominates batch-1 `predict` on every backend.
+  128 tokens); kerasbert's `model.predict_on_batch(features)` on the
+  features its `predict` packs for one string (`pack_batch`: its token
+  count on torch and TensorFlow, the next of 16, 32, 48, 64, 96, 128 under
+  XLA on JAX, so that JAX compiles a few programs, not one per token
+  count). On JAX a length not seen before is compiled inside the timed call
+  (it shows in the p90). Differs from `predict` by what `predict` adds
+  around the model call (checks, putting outputs back in order).
 * **SavedModel** (kerasbert only): `model.export(dir)` (timed: export s;
   on JAX and torch it rebuilds the task in a TensorFlow subprocess), then a
   separate process with `KERAS_BACKEND=tensorflow` that imports only
@@ -141,18 +145,17 @@ def run_kerasbert(texts, args):
     import keras
 
     import kerasbert
-    from kerasbert.tasks.inputs import PADDING_MULTIPLE
+    from kerasbert.tasks.inputs import pack_batch
 
     keras.utils.set_random_seed(args.seed)
     model = kerasbert.TextClassifier.from_preset("all_minilm_l6_v2", num_classes=2, sequence_length=MAX_TOKENS)
     names = list(model.input)
 
     def on_batch(text):
-        features = {k: np.asarray(v) for k, v in model.preprocessor([text]).items() if k in names}
-        length = features["token_ids"].shape[1]
-        width = min(-(-length // PADDING_MULTIPLE) * PADDING_MULTIPLE, MAX_TOKENS)
-        features = {k: np.pad(v, [(0, 0), (0, width - length)]) for k, v in features.items()}
-        return np.asarray(model.predict_on_batch(features))
+        # The features `predict` packs for one string (`_padded_shapes`: the
+        # few lengths under XLA, None for steps that take any).
+        features = pack_batch(model.preprocessor, [text], shapes=model._padded_shapes(), input_names=names)
+        return np.asarray(model.predict_on_batch({k: np.asarray(v) for k, v in features.items()}))
 
     logits, result = _time_keras(model, texts, args.latency_calls, on_batch)
     if args.export_dir:

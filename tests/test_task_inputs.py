@@ -35,8 +35,9 @@ def test_fitted_boundaries_pad_least(seed, shapes, shape_cost):
     assert padded(lengths, boundaries) + shape_cost * (len(boundaries) - 2) == best
 
 
-def test_fitted_boundaries_without_a_limit_take_every_multiple_needed():
-    assert fitted_boundaries([1, 8, 9, 40, 500], 128) == (8, 16, 40, 128)
+def test_fitted_boundaries_without_a_limit_take_every_length_needed():
+    assert fitted_boundaries([1, 8, 9, 40, 500], 128) == (1, 8, 9, 40, 128)
+    assert fitted_boundaries([1, 8, 9, 40, 500], 128, multiple=8) == (8, 16, 40, 128)
     assert fitted_boundaries([], 64, 2) == (64,)
 
 
@@ -87,3 +88,44 @@ def test_sorted_by_length_in_the_order_it_returns(sentences):
     np.testing.assert_array_equal(seen_labels, labels[order])
     with pytest.raises(ValueError, match="sort_by_length"):
         make_dataset(preprocessor, texts, labels, shuffle=True, sort_by_length=True)
+
+
+@pytest.mark.parametrize("shapes", [None, 2])
+def test_pack_batch_traced_after_the_first_batch_packs_as_the_eager_one(sentences, shapes):
+    from kerasbert.tasks import inputs
+
+    tokenizer, texts = sentences[0].tokenizer, sentences[1]
+    preprocessor = TextPreprocessor(tokenizer, sequence_length=64, pad_to_sequence_length=False)
+    # Batches of other sizes and lengths: the first packed eagerly, the
+    # others by the traced function (one retrace relaxes it to any shape).
+    batches = [texts[:1], texts[5:8], texts[20:52], texts[:1]]
+    packed = [inputs.pack_batch(preprocessor, batch, shapes=shapes) for batch in batches]
+    assert all(f is not None for f in inputs._PACKING._functions[preprocessor].values())  # traced ones ran
+    np.testing.assert_array_equal(packed[0]["token_ids"].numpy(), packed[-1]["token_ids"].numpy())
+    for batch, features in zip(batches, packed):
+        reference = preprocessor(batch)  # padded to its longest row
+        longest = reference["token_ids"].shape[1]
+        width = longest if shapes is None else min(b for b in inputs.length_boundaries(64) if b >= longest)
+        assert features["token_ids"].shape[1] == width
+        for key in features:
+            np.testing.assert_array_equal(features[key].numpy()[:, :longest], reference[key].numpy())
+            assert not features[key].numpy()[:, longest:].any()
+
+
+def test_pack_batch_keeps_no_preprocessor_alive(sentences):
+    import gc
+    import weakref
+
+    from kerasbert.tasks import inputs
+
+    def pack(texts):
+        # In a frame of its own: tracing snapshots its caller's locals.
+        preprocessor = TextPreprocessor(sentences[0].tokenizer, sequence_length=64, pad_to_sequence_length=False)
+        for batch in (texts[:1], texts[5:8], texts[20:52]):  # eager, traced, retraced
+            inputs.pack_batch(preprocessor, batch)
+        assert inputs._PACKING._functions[preprocessor]
+        return weakref.ref(preprocessor)
+
+    alive = pack(sentences[1])
+    gc.collect()
+    assert alive() is None

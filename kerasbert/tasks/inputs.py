@@ -4,11 +4,11 @@ Tasks take what users have: lists of strings (or pairs of lists), numpy
 arrays, or `tf.data` datasets of strings, batched or not. Each batch goes
 through the task's preprocessor inside `tf.data` and is padded to the
 smallest boundary that holds its longest row: short text is not padded to
-`sequence_length`. Boundaries are multiples of 8; for in-memory examples
-they are fitted to the examples' lengths (`fitted_boundaries`), and for a
-model XLA compiles per input shape there are only a few of them
-(`COMPILED_SHAPES`), so it compiles a few programs, not one per batch
-length. Training batches are drawn
+`sequence_length`. For in-memory examples the boundaries are fitted to the
+examples' lengths (`fitted_boundaries`): each batch's own longest row when
+the step runs eagerly (any shape costs the same), and for a model XLA
+compiles per input shape a few multiples of 8 (`COMPILED_SHAPES`), so it
+compiles a few programs, not one per batch length. Training batches are drawn
 from runs of shuffled examples sorted by length, and `predict` on lists
 sorts the examples by length (and puts the outputs back in order), so that
 batches hold rows of similar length and little padding.
@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import numbers
 import re
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -28,7 +29,9 @@ from kerasbert.utils.checks import show
 DEFAULT_BOUNDARIES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 # Batches regrouped by length at a time (see `make_dataset`).
 GROUP_BY_LENGTH = 16
-# Padded lengths are multiples of this (see `fitted_boundaries`).
+# Padded lengths under XLA are multiples of this (see `fitted_boundaries`);
+# eager steps take exact lengths, which measured 6-8% faster on MiniLM
+# (docs/performance.md).
 PADDING_MULTIPLE = 8
 # Padded lengths below `sequence_length` for models that XLA compiles once per
 # input shape: each costs a compilation (seconds), fewer cost padding.
@@ -45,24 +48,27 @@ def length_boundaries(sequence_length, boundaries=DEFAULT_BOUNDARIES):
     return tuple(b for b in boundaries if b < sequence_length) + (int(sequence_length),)
 
 
-def fitted_boundaries(lengths, sequence_length, shapes=None, multiple=PADDING_MULTIPLE, shape_cost=0):
+def fitted_boundaries(lengths, sequence_length, shapes=None, multiple=None, shape_cost=0):
     """Padded lengths for rows of these `lengths` (tokens, specials
-    included): multiples of `multiple` (for the matrix units), at most
-    `shapes` of them below `sequence_length` (None: as many as the lengths
-    need), chosen to pad the fewest positions; `sequence_length` is always
-    last. XLA compiles one program per padded length, so compiled models
-    take a few; eager ones take every multiple the data needs. With
-    `shapes`, each length beyond the first must also save more than
-    `shape_cost` padded positions (rows x tokens) to be kept: a compilation
-    costs as much as that much padding, so few examples get fewer lengths.
+    included), chosen to pad the fewest positions; `sequence_length` is
+    always last. Without `shapes` (eager steps, where any length costs the
+    same) every length the rows have, rounded up to `multiple` (default 1).
+    XLA compiles one program per padded length, so with `shapes` there are
+    at most that many below `sequence_length`, multiples of `multiple`
+    (default `PADDING_MULTIPLE`, for the matrix units), and each length
+    beyond the first must also save more than `shape_cost` padded positions
+    (rows x tokens) to be kept: a compilation costs as much as that much
+    padding, so few examples get fewer lengths.
 
     >>> fitted_boundaries([3, 9, 10, 30, 31], 128)
-    (8, 16, 32, 128)
+    (3, 9, 10, 30, 31, 128)
     >>> fitted_boundaries([3, 9, 10, 30, 31], 128, shapes=2)
     (16, 32, 128)
     >>> fitted_boundaries([3, 9, 10, 30, 31], 128, shapes=2, shape_cost=100)
     (32, 128)
     """
+    if multiple is None:
+        multiple = 1 if shapes is None else PADDING_MULTIPLE
     lengths = np.minimum(np.asarray(lengths, np.int64), sequence_length)
     rounded = np.minimum(-(-np.maximum(lengths, 1) // multiple) * multiple, sequence_length)
     candidates, counts = np.unique(rounded, return_counts=True)
@@ -208,9 +214,10 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         shuffle: reshuffle the examples every epoch (lists only).
         seed: the shuffle seed.
         boundaries: padded lengths. By default, for in-memory examples,
-            `fitted_boundaries` of their lengths with at most `shapes`;
-            for datasets (lengths unknown up front) every multiple of 8
-            up to the preprocessor's `sequence_length`, or, with `shapes`,
+            `fitted_boundaries` of their lengths: every length they have,
+            or with `shapes` at most that many multiples of 8; for datasets
+            (lengths unknown up front) every multiple of 8 up to the
+            preprocessor's `sequence_length`, or, with `shapes`,
             `length_boundaries(sequence_length)`.
         shapes: how many padded lengths below `sequence_length` batches
             may take (None: any). Models compiled per input shape (XLA)
@@ -345,14 +352,44 @@ def _whole_replica_batches(dataset, replicas, count, batch_size):
 
 
 def pack_batch(preprocessor, x, *, shapes=None, input_names=None):
-    """In-memory raw examples packed eagerly as one batch, without tf.data:
-    the features `make_dataset` gives for a batch of unknown lengths (the
-    same boundaries: multiples of 8, or with `shapes` the few
-    `length_boundaries`). For predicting a handful of examples, where
-    building and tracing a tf.data pipeline costs far more than the model."""
-    batch = preprocessor.pack_examples(preprocessor.tokenize_examples(x))
-    batch = fit_to_boundary(batch, _unknown_length_boundaries(preprocessor.sequence_length, shapes))
+    """In-memory raw examples packed as one batch, without tf.data:
+    padded to its longest row, or with `shapes` to the smallest of the few
+    `length_boundaries` that holds it (as `make_dataset` pads a batch of
+    unknown lengths). For predicting a handful of examples, where
+    building and tracing a tf.data pipeline costs far more than the model.
+    The first batch a preprocessor packs this way runs eagerly; later ones
+    go through one traced function (see `_PackingFunctions`)."""
+    length = preprocessor.sequence_length
+    table = tuple(range(1, length + 1) if shapes is None else _unknown_length_boundaries(length, shapes))
+    batch = _PACKING.function(preprocessor, table)(preprocessor.tokenize_examples(x))
     return batch if input_names is None else select_inputs(batch, input_names)
+
+
+class _PackingFunctions:
+    """Per preprocessor and boundaries: tokenized ids -> a packed batch.
+    Eagerly, packing one batch of MiniLM's preprocessor ran ~200 small
+    TensorFlow ops, 9.3 ms for one string; traced, 1.9 ms, after a trace of
+    0.5 s. So a preprocessor's first such batch (a one-off `predict` in a
+    script) runs eagerly, and from its second (a serving loop) the traced
+    function, relaxed to any batch size and length after one retrace."""
+
+    def __init__(self):
+        self._functions = weakref.WeakKeyDictionary()  # preprocessor -> {boundaries: function or None}
+
+    def function(self, preprocessor, table):
+        functions = self._functions.setdefault(preprocessor, {})
+        if table not in functions:
+            functions[table] = None  # seen once
+            return lambda ids: fit_to_boundary(preprocessor.pack_examples(ids), table)
+        if functions[table] is None:
+            # A weak reference: the function must not keep its key alive.
+            owner = weakref.ref(preprocessor)
+            functions[table] = tf.function(lambda ids: fit_to_boundary(owner().pack_examples(ids), table),
+                                           reduce_retracing=True)
+        return functions[table]
+
+
+_PACKING = _PackingFunctions()
 
 
 def without_autotune(dataset):
