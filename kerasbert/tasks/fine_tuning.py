@@ -292,8 +292,9 @@ class FineTuningTask(Task):
             return self.predict_batches(self._feed(x, batch_size=batch_size, keep_order=True))
         first = x[0] if isinstance(x, tuple) else x
         if not isinstance(first, (tf.Tensor, tf.RaggedTensor)) and len(first) <= checked_batch_size(batch_size):
-            # One batch: packed eagerly, no tf.data pipeline to build (most
-            # of the time of a `predict` on a few strings).
+            # One batch: packed directly (traced from the second such call),
+            # no tf.data pipeline to build (most of the time of a `predict`
+            # on a few strings).
             features = pack_batch(self.preprocessor, x, shapes=self._padded_shapes(), input_names=tuple(self.input))
             return self.predict_batches([features])
         dataset, order = self._feed(x, batch_size=batch_size, keep_order=True, sort_by_length=True)
