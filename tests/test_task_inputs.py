@@ -100,7 +100,7 @@ def test_pack_batch_traced_after_the_first_batch_packs_as_the_eager_one(sentence
     # others by the traced function (one retrace relaxes it to any shape).
     batches = [texts[:1], texts[5:8], texts[20:52], texts[:1]]
     packed = [inputs.pack_batch(preprocessor, batch, shapes=shapes) for batch in batches]
-    assert all(f is not None for f in inputs._PACKING._functions[preprocessor].values())  # traced ones ran
+    assert all(f is not None for f in inputs._PACKING[preprocessor].values())  # traced ones ran
     np.testing.assert_array_equal(packed[0]["token_ids"].numpy(), packed[-1]["token_ids"].numpy())
     for batch, features in zip(batches, packed):
         reference = preprocessor(batch)  # padded to its longest row
@@ -123,7 +123,7 @@ def test_pack_batch_keeps_no_preprocessor_alive(sentences):
         preprocessor = TextPreprocessor(sentences[0].tokenizer, sequence_length=64, pad_to_sequence_length=False)
         for batch in (texts[:1], texts[5:8], texts[20:52]):  # eager, traced, retraced
             inputs.pack_batch(preprocessor, batch)
-        assert inputs._PACKING._functions[preprocessor]
+        assert inputs._PACKING[preprocessor]
         return weakref.ref(preprocessor)
 
     alive = pack(sentences[1])

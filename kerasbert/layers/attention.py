@@ -7,6 +7,12 @@ from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.initializers import clone_initializer
 
 
+def gather_rows(x, positions):
+    """`x (batch, seq, width)` at `positions (batch, n)`, any integer
+    dtype: `(batch, n, width)`."""
+    return ops.take_along_axis(x, ops.cast(positions, "int32")[:, :, None], axis=1)
+
+
 @keras.saving.register_keras_serializable(package="kerasbert")
 class SelfAttention(keras.layers.Layer):
     """Bidirectional multi-head self-attention.
@@ -90,10 +96,10 @@ class SelfAttention(keras.layers.Layer):
         # query_positions: None or (batch, queries) int.
         rows = inputs
         if query_positions is not None:
-            positions = ops.cast(query_positions, "int32")
-            rows = ops.take_along_axis(inputs, positions[:, :, None], axis=1)  # (batch, queries, hidden)
+            rows = gather_rows(inputs, query_positions)  # (batch, queries, hidden)
             if attention_mask is not None and attention_mask.shape[2] != 1:
                 # (batch, 1, seq, seq) -> the chosen query rows (batch, 1, queries, seq)
+                positions = ops.cast(query_positions, "int32")
                 attention_mask = ops.take_along_axis(attention_mask, positions[:, None, :, None], axis=2)
         query = self._project(rows, 0)  # (batch, queries, heads, head_dim)
         key = self._project(inputs, 1)  # (batch, seq, heads, head_dim)

@@ -5,6 +5,7 @@ import keras
 from keras import ops
 
 from kerasbert.layers.activations import get_activation
+from kerasbert.layers.attention import gather_rows
 from kerasbert.layers.initializers import clone_initializer
 
 
@@ -84,9 +85,8 @@ class MaskedLMHead(keras.layers.Layer):
     def call(self, sequence_output, mask_positions=None):
         x = sequence_output  # None: already (batch, num_masked, hidden)
         if mask_positions is not None:
-            positions = ops.cast(mask_positions, "int32")
             # Gather first: (batch, num_masked, hidden), never (batch, seq, vocab).
-            x = ops.take_along_axis(sequence_output, positions[:, :, None], axis=1)
+            x = gather_rows(sequence_output, mask_positions)
         x = self.layer_norm(self._activation_fn(self.dense(x)))  # (batch, num_masked, width)
         table = ops.cast(self.token_embedding.embeddings, self.compute_dtype)  # (vocab, width)
         logits = ops.matmul(x, ops.transpose(table))  # (batch, num_masked, vocab)

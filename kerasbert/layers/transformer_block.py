@@ -1,10 +1,9 @@
 """The post-LayerNorm transformer block of BERT and its relatives."""
 
 import keras
-from keras import ops
 
 from kerasbert.layers.activations import get_activation
-from kerasbert.layers.attention import SelfAttention
+from kerasbert.layers.attention import SelfAttention, gather_rows
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.initializers import clone_initializer
 
@@ -109,7 +108,7 @@ class TransformerBlock(keras.layers.Layer):
             inputs, attention_mask=attention_mask, training=training, query_positions=query_positions
         )  # (batch, queries, hidden); queries = seq without query_positions
         if query_positions is not None:
-            inputs = ops.take_along_axis(inputs, ops.cast(query_positions, "int32")[:, :, None], axis=1)
+            inputs = gather_rows(inputs, query_positions)  # the residual at the query rows
         attended = self.attention_output_dropout(attended, training=training)
         hidden = self.attention_layer_norm(inputs + attended)  # (batch, queries, hidden)
         ffn = self.output_dense(self.intermediate_dense(hidden))

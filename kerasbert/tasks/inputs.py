@@ -358,38 +358,34 @@ def pack_batch(preprocessor, x, *, shapes=None, input_names=None):
     unknown lengths). For predicting a handful of examples, where
     building and tracing a tf.data pipeline costs far more than the model.
     The first batch a preprocessor packs this way runs eagerly; later ones
-    go through one traced function (see `_PackingFunctions`)."""
+    go through one traced function (see `_packing_function`)."""
     length = preprocessor.sequence_length
     table = tuple(range(1, length + 1) if shapes is None else _unknown_length_boundaries(length, shapes))
-    batch = _PACKING.function(preprocessor, table)(preprocessor.tokenize_examples(x))
+    batch = _packing_function(preprocessor, table)(preprocessor.tokenize_examples(x))
     return batch if input_names is None else select_inputs(batch, input_names)
 
 
-class _PackingFunctions:
-    """Per preprocessor and boundaries: tokenized ids -> a packed batch.
-    Eagerly, packing one batch of MiniLM's preprocessor ran ~200 small
-    TensorFlow ops, 9.3 ms for one string; traced, 1.9 ms, after a trace of
-    0.5 s. So a preprocessor's first such batch (a one-off `predict` in a
-    script) runs eagerly, and from its second (a serving loop) the traced
-    function, relaxed to any batch size and length after one retrace."""
-
-    def __init__(self):
-        self._functions = weakref.WeakKeyDictionary()  # preprocessor -> {boundaries: function or None}
-
-    def function(self, preprocessor, table):
-        functions = self._functions.setdefault(preprocessor, {})
-        if table not in functions:
-            functions[table] = None  # seen once
-            return lambda ids: fit_to_boundary(preprocessor.pack_examples(ids), table)
-        if functions[table] is None:
-            # A weak reference: the function must not keep its key alive.
-            owner = weakref.ref(preprocessor)
-            functions[table] = tf.function(lambda ids: fit_to_boundary(owner().pack_examples(ids), table),
-                                           reduce_retracing=True)
-        return functions[table]
+# preprocessor -> {boundaries: its traced packing function, or None once seen}
+_PACKING = weakref.WeakKeyDictionary()
 
 
-_PACKING = _PackingFunctions()
+def _packing_function(preprocessor, table):
+    """Tokenized ids -> a packed batch padded to `table`. Eagerly, packing
+    one batch of MiniLM's preprocessor ran ~200 small TensorFlow ops, 9.3 ms
+    for one string; traced, 1.9 ms, after a trace of 0.5 s. So a
+    preprocessor's first such batch (a one-off `predict` in a script) runs
+    eagerly, and from its second (a serving loop) the traced function,
+    relaxed to any batch size and length after one retrace."""
+    functions = _PACKING.setdefault(preprocessor, {})
+    if table not in functions:
+        functions[table] = None  # seen once
+        return lambda ids: fit_to_boundary(preprocessor.pack_examples(ids), table)
+    if functions[table] is None:
+        # A weak reference: the function must not keep its key alive.
+        owner = weakref.ref(preprocessor)
+        functions[table] = tf.function(lambda ids: fit_to_boundary(owner().pack_examples(ids), table),
+                                       reduce_retracing=True)
+    return functions[table]
 
 
 def without_autotune(dataset):
