@@ -7,6 +7,7 @@ from keras import ops
 
 from kerasbert.distribution import check_shardable, megatron_layout_map
 from kerasbert.layers.activations import ACTIVATIONS
+from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.embeddings import PositionEmbedding
 from kerasbert.layers.initializers import clone_initializer
@@ -283,7 +284,7 @@ class Encoder(keras.Model):
         )
         embeddings_projection = None
         if embedding_dim is not None:
-            embeddings_projection = keras.layers.Dense(
+            embeddings_projection = Dense(
                 hidden_dim, kernel_initializer=clone_initializer(init),
                 dtype=dtype, name="embeddings_projection",
             )

@@ -269,3 +269,60 @@ def test_attention_at_query_positions_is_the_full_attention_gathered(training):
     at = keras.ops.convert_to_numpy(block(x, attention_mask=mask, training=training, query_positions=positions))
     assert at.shape == (2, 3, 8)
     np.testing.assert_allclose(at, np.take_along_axis(full, positions[:, :, None], axis=1), atol=1e-5)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_sublayers_called_directly_give_what_their_layer_calls_give(monkeypatch, training):
+    # On torch a block calls its built float32 sublayers' `call` directly
+    # (no Keras `__call__`): same outputs as through `__call__`, and the
+    # training flag still reaches the dropouts.
+    from kerasbert.layers import attention, transformer_block
+
+    block = kerasbert.layers.TransformerBlock(num_heads=2, hidden_dim=8, intermediate_dim=12, dropout=0.5)
+    x = np.random.default_rng(2).standard_normal((2, 5, 8)).astype("float32")
+    mask = kerasbert.encoder.document_attention_mask(np.array([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]]))
+    inference = keras.ops.convert_to_numpy(block(x, attention_mask=mask, training=False))
+
+    def seeded(block):  # the same dropout masks for both calls (torch draws from its global generator)
+        keras.utils.set_random_seed(0)
+        block.output_dropout.seed_generator.state.assign(np.array([7, 0], "uint32"))
+        block.attention_output_dropout.seed_generator.state.assign(np.array([8, 0], "uint32"))
+
+    seeded(block)
+    called = []
+    dense_call = keras.layers.Dense.__call__
+    monkeypatch.setattr(keras.layers.Dense, "__call__", lambda self, *a, **k: called.append(self.name)
+                        or dense_call(self, *a, **k))
+    direct = keras.ops.convert_to_numpy(block(x, attention_mask=mask, training=training))
+    assert (called == []) == (keras.backend.backend() == "torch")
+    monkeypatch.undo()
+
+    def through_layer_call(layer, inputs, **kwargs):
+        return layer(inputs, **kwargs)
+
+    for module in (attention, transformer_block):
+        monkeypatch.setattr(module, "call_sublayer", through_layer_call)
+    seeded(block)
+    reference = keras.ops.convert_to_numpy(block(x, attention_mask=mask, training=training))
+    np.testing.assert_allclose(direct, reference, atol=1e-6, rtol=0)
+    assert np.allclose(direct, inference, atol=1e-6) != training  # dropout ran only when training
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 4), (2, 1, 3, 4)])
+def test_dense_flattened_product_is_the_keras_dense(shape):
+    # kerasbert's Dense takes one 2-D product (fused by TensorFlow's
+    # remapper): the same values and shape as keras.layers.Dense, also
+    # traced with unknown leading axes.
+    x = np.random.default_rng(3).standard_normal(shape).astype("float32")
+    ours = kerasbert.layers.Dense(5, activation="gelu")
+    theirs = keras.layers.Dense(5, activation="gelu")
+    ours.build(shape)
+    theirs.build(shape)
+    theirs.set_weights(ours.get_weights())
+    expected = keras.ops.convert_to_numpy(theirs(x))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(ours(x)), expected, atol=1e-5, rtol=0)
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        traced = tf.function(ours.call, input_signature=[tf.TensorSpec([None] * len(shape), "float32")])
+        np.testing.assert_allclose(traced(x).numpy(), expected, atol=1e-5, rtol=0)

@@ -3,6 +3,7 @@
 from kerasbert.layers.activations import ACTIVATIONS, get_activation
 from kerasbert.layers.attention import SelfAttention
 from kerasbert.layers.crf import CRF, bio_transition_mask
+from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.embeddings import PositionEmbedding
 from kerasbert.layers.heads import MaskedLMHead
@@ -12,6 +13,7 @@ from kerasbert.layers.transformer_block import TransformerBlock
 __all__ = [
     "ACTIVATIONS",
     "CRF",
+    "Dense",
     "Dropout",
     "MaskedLMHead",
     "Pooling",

@@ -3,8 +3,10 @@
 import keras
 from keras import ops
 
+from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.initializers import clone_initializer
+from kerasbert.layers.sublayer import call_sublayer
 
 
 def gather_rows(x, positions):
@@ -69,13 +71,13 @@ class SelfAttention(keras.layers.Layer):
         self.head_dim = hidden_dim // num_heads
         self.dropout = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.qkv = keras.layers.Dense(
+        self.qkv = Dense(
             3 * hidden_dim,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="qkv",
         )
-        self.output_dense = keras.layers.Dense(
+        self.output_dense = Dense(
             hidden_dim,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
@@ -110,7 +112,7 @@ class SelfAttention(keras.layers.Layer):
             context = ops.dot_product_attention(query, key, value, mask=attention_mask)
         batch, queries = ops.shape(rows)[0], ops.shape(rows)[1]
         context = ops.reshape(context, (batch, queries, self.hidden_dim))
-        return self.output_dense(context)
+        return call_sublayer(self.output_dense, context)
 
     def _project(self, x, block):
         """`x (batch, n, hidden)` times column block `block` (0: query, 1:
@@ -120,7 +122,8 @@ class SelfAttention(keras.layers.Layer):
         columns = slice(block * width, (block + 1) * width)
         kernel = ops.cast(self.qkv.kernel[:, columns], self.compute_dtype)  # (hidden, hidden)
         bias = ops.cast(self.qkv.bias[columns], self.compute_dtype)
-        projected = ops.matmul(x, kernel) + bias  # (batch, n, hidden)
+        rows = ops.reshape(x, (-1, width))  # (batch * n, hidden): a 2-D product (see `Dense`)
+        projected = ops.matmul(rows, kernel) + bias  # (batch * n, hidden)
         return ops.reshape(projected, (ops.shape(x)[0], ops.shape(x)[1], self.num_heads, self.head_dim))
 
     def _attend_with_dropout(self, query, key, value, attention_mask):

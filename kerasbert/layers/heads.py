@@ -6,6 +6,7 @@ from keras import ops
 
 from kerasbert.layers.activations import get_activation
 from kerasbert.layers.attention import gather_rows
+from kerasbert.layers.dense import Dense
 from kerasbert.layers.initializers import clone_initializer
 
 
@@ -63,7 +64,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self._activation_fn = get_activation(activation)
-        self.dense = keras.layers.Dense(
+        self.dense = Dense(
             token_embedding.output_dim,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,

@@ -4,8 +4,10 @@ import keras
 
 from kerasbert.layers.activations import get_activation
 from kerasbert.layers.attention import SelfAttention, gather_rows
+from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.initializers import clone_initializer
+from kerasbert.layers.sublayer import call_sublayer
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
@@ -74,14 +76,14 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=policy, name="attention_layer_norm"
         )
-        self.intermediate_dense = keras.layers.Dense(
+        self.intermediate_dense = Dense(
             intermediate_dim,
             activation=get_activation(activation),
             kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=policy,
             name="intermediate_dense",
         )
-        self.output_dense = keras.layers.Dense(
+        self.output_dense = Dense(
             hidden_dim,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=policy,
@@ -104,16 +106,16 @@ class TransformerBlock(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, attention_mask=None, training=None, query_positions=None):
-        attended = self.attention(
-            inputs, attention_mask=attention_mask, training=training, query_positions=query_positions
+        attended = call_sublayer(
+            self.attention, inputs, attention_mask=attention_mask, training=training, query_positions=query_positions
         )  # (batch, queries, hidden); queries = seq without query_positions
         if query_positions is not None:
             inputs = gather_rows(inputs, query_positions)  # the residual at the query rows
-        attended = self.attention_output_dropout(attended, training=training)
-        hidden = self.attention_layer_norm(inputs + attended)  # (batch, queries, hidden)
-        ffn = self.output_dense(self.intermediate_dense(hidden))
-        ffn = self.output_dropout(ffn, training=training)
-        return self.output_layer_norm(hidden + ffn)  # (batch, queries, hidden)
+        attended = call_sublayer(self.attention_output_dropout, attended, training=training)
+        hidden = call_sublayer(self.attention_layer_norm, inputs + attended)  # (batch, queries, hidden)
+        ffn = call_sublayer(self.output_dense, call_sublayer(self.intermediate_dense, hidden))
+        ffn = call_sublayer(self.output_dropout, ffn, training=training)
+        return call_sublayer(self.output_layer_norm, hidden + ffn)  # (batch, queries, hidden)
 
     def compute_output_shape(self, inputs_shape, query_positions_shape=None):
         return self.attention.compute_output_shape(inputs_shape, query_positions_shape)
