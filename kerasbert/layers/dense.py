@@ -11,12 +11,13 @@ class Dense(keras.layers.Dense):
 
     On TensorFlow a 3-D input times a 2-D kernel is a `BatchMatMulV2`; as a
     2-D `MatMul`, grappler's oneDNN remapper fuses it with the bias addition
-    and the activation that follow (one `_FusedMatMul`), which its own
-    kernels run faster: all-MiniLM-L6-v2's forward of 32 rows took 10-17%
-    less time at 16 to 64 tokens (docs/performance.md). The other backends
-    take the product as it is: torch folds the leading axes the same way
-    inside `matmul` (two more ops would only add Python time per step), and
-    XLA fuses as it likes. Weights, config and serialization are
+    and the activation that follow (one `_MklNativeFusedMatMul` in the
+    executed graph, where the 3-D product runs as `_MklMatMul`, `BiasAdd`
+    and the GELU's `Erfc` and multiplications), which runs faster:
+    all-MiniLM-L6-v2's forward of 32 rows took 10-17% less time at 16 to 64
+    tokens (docs/performance.md). The other backends take the product as it
+    is: torch folds the leading axes the same way inside `matmul` (two more
+    ops would only add Python time per step), and XLA fuses as it likes. Weights, config and serialization are
     `keras.layers.Dense`'s.
 
     Examples:
