@@ -271,58 +271,116 @@ def test_attention_at_query_positions_is_the_full_attention_gathered(training):
     np.testing.assert_allclose(at, np.take_along_axis(full, positions[:, :, None], axis=1), atol=1e-5)
 
 
-@pytest.mark.parametrize("training", [False, True])
-def test_sublayers_called_directly_give_what_their_layer_calls_give(monkeypatch, training):
-    # On torch a block calls its built float32 sublayers' `call` directly
-    # (no Keras `__call__`): same outputs as through `__call__`, and the
-    # training flag still reaches the dropouts.
-    from kerasbert.layers import attention, transformer_block
-
-    block = kerasbert.layers.TransformerBlock(num_heads=2, hidden_dim=8, intermediate_dim=12, dropout=0.5)
+def _block_and_inputs(**kwargs):
+    block = kerasbert.layers.TransformerBlock(num_heads=2, hidden_dim=8, intermediate_dim=12, dropout=0.5, **kwargs)
     x = np.random.default_rng(2).standard_normal((2, 5, 8)).astype("float32")
     mask = kerasbert.encoder.document_attention_mask(np.array([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]]))
-    inference = keras.ops.convert_to_numpy(block(x, attention_mask=mask, training=False))
+    return block, x, mask
 
-    def seeded(block):  # the same dropout masks for both calls (torch draws from its global generator)
-        keras.utils.set_random_seed(0)
-        block.output_dropout.seed_generator.state.assign(np.array([7, 0], "uint32"))
-        block.attention_output_dropout.seed_generator.state.assign(np.array([8, 0], "uint32"))
 
-    seeded(block)
-    called = []
-    dense_call = keras.layers.Dense.__call__
-    monkeypatch.setattr(keras.layers.Dense, "__call__", lambda self, *a, **k: called.append(self.name)
-                        or dense_call(self, *a, **k))
-    direct = keras.ops.convert_to_numpy(block(x, attention_mask=mask, training=training))
-    assert (called == []) == (keras.backend.backend() == "torch")
-    monkeypatch.undo()
+def _seeded_call(block, x, mask, training):
+    # The same dropout masks for every call (torch draws from its global generator).
+    keras.utils.set_random_seed(0)
+    block.output_dropout.seed_generator.state.assign(np.array([7, 0], "uint32"))
+    block.attention_output_dropout.seed_generator.state.assign(np.array([8, 0], "uint32"))
+    return keras.ops.convert_to_numpy(keras.ops.cast(block(x, attention_mask=mask, training=training), "float32"))
 
-    def through_layer_call(layer, inputs, **kwargs):
+
+def _through_layer_call(monkeypatch):
+    from kerasbert.layers import attention, transformer_block
+
+    def layer_call(owner, layer, inputs, **kwargs):
         return layer(inputs, **kwargs)
 
     for module in (attention, transformer_block):
-        monkeypatch.setattr(module, "call_sublayer", through_layer_call)
-    seeded(block)
-    reference = keras.ops.convert_to_numpy(block(x, attention_mask=mask, training=training))
-    np.testing.assert_allclose(direct, reference, atol=1e-6, rtol=0)
+        monkeypatch.setattr(module, "call_sublayer", layer_call)
+
+
+def _sublayer_calls(monkeypatch):
+    """The class names of the layers whose Keras `__call__` runs from now on."""
+    called, layer_call = [], keras.layers.Layer.__call__
+
+    def spy(self, *args, **kwargs):
+        called.append(type(self).__name__)
+        return layer_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(keras.layers.Layer, "__call__", spy)
+    return called
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_sublayers_called_directly_give_what_their_layer_calls_give(monkeypatch, training):
+    # A block calls its sublayers through `call_sublayer` (on torch their
+    # `call`, directly): the outputs of `__call__`, and the training flag
+    # still reaches the dropouts.
+    block, x, mask = _block_and_inputs()
+    inference = _seeded_call(block, x, mask, training=False)
+    direct = _seeded_call(block, x, mask, training)
+    _through_layer_call(monkeypatch)
+    np.testing.assert_allclose(direct, _seeded_call(block, x, mask, training), atol=1e-6, rtol=0)
     assert np.allclose(direct, inference, atol=1e-6) != training  # dropout ran only when training
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="the direct calls are torch's (its steps are not traced)")
+def test_torch_blocks_skip_their_sublayers_layer_call(monkeypatch):
+    block, x, mask = _block_and_inputs()
+    block(x, attention_mask=mask, training=False)
+    called = _sublayer_calls(monkeypatch)
+    block(x, attention_mask=mask, training=True)
+    assert called == ["TransformerBlock"]
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="the direct calls are torch's (its steps are not traced)")
+@pytest.mark.parametrize("case", ["float32 sublayers in a mixed block", "quantized", "remat"])
+def test_torch_sublayers_that_need_layer_call_keep_it(monkeypatch, case):
+    # Another dtype policy than the block's (its autocast scope would be
+    # wrong), a quantized or a rematerialized sublayer: Keras's `__call__`,
+    # and the same outputs as with every sublayer called through it.
+    if case == "remat":
+        with keras.RematScope(mode="full"):
+            block, x, mask = _block_and_inputs()
+    else:
+        block, x, mask = _block_and_inputs(dtype="mixed_bfloat16" if case.startswith("float32") else None)
+    block(x, attention_mask=mask, training=False)
+    if case.startswith("float32"):
+        for layer in (block.intermediate_dense, block.output_dense, block.output_layer_norm):
+            layer.dtype_policy = "float32"
+    if case == "quantized":
+        block.output_dense.quantize("int8")
+    called = _sublayer_calls(monkeypatch)
+    direct = _seeded_call(block, x, mask, training=False)
+    assert "Dense" in called
+    monkeypatch.undo()
+    _through_layer_call(monkeypatch)
+    np.testing.assert_allclose(direct, _seeded_call(block, x, mask, training=False), atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (2, 3, 4), (2, 1, 3, 4)])
 def test_dense_flattened_product_is_the_keras_dense(shape):
-    # kerasbert's Dense takes one 2-D product (fused by TensorFlow's
-    # remapper): the same values and shape as keras.layers.Dense, also
-    # traced with unknown leading axes.
+    # kerasbert's Dense (one 2-D product on TensorFlow): the values and
+    # shape of keras.layers.Dense with the same weights.
     x = np.random.default_rng(3).standard_normal(shape).astype("float32")
     ours = kerasbert.layers.Dense(5, activation="gelu")
     theirs = keras.layers.Dense(5, activation="gelu")
     ours.build(shape)
     theirs.build(shape)
     theirs.set_weights(ours.get_weights())
-    expected = keras.ops.convert_to_numpy(theirs(x))
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(ours(x)), expected, atol=1e-5, rtol=0)
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(ours(x)), keras.ops.convert_to_numpy(theirs(x)),
+                               atol=1e-5, rtol=0)
 
-        traced = tf.function(ours.call, input_signature=[tf.TensorSpec([None] * len(shape), "float32")])
-        np.testing.assert_allclose(traced(x).numpy(), expected, atol=1e-5, rtol=0)
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the 2-D product is for TensorFlow's remapper")
+def test_dense_is_one_2d_matmul_on_tensorflow():
+    # Traced with every axis unknown: the product's MatMul feeds the bias
+    # addition directly (no reshape between them, which would keep oneDNN
+    # from fusing the two and the activation), and Keras's values.
+    import tensorflow as tf
+
+    x = np.random.default_rng(4).standard_normal((2, 3, 4)).astype("float32")
+    layer = kerasbert.layers.Dense(5, activation="gelu")
+    layer.build(x.shape)
+    expected = keras.ops.convert_to_numpy(keras.layers.Dense.call(layer, x))
+    traced = tf.function(layer.call).get_concrete_function(tf.TensorSpec([None, None, None], "float32"))
+    (product,) = [op for op in traced.graph.get_operations() if op.type == "MatMul"]
+    assert {consumer.type for consumer in product.outputs[0].consumers()} in ({"BiasAdd"}, {"AddV2"})
+    np.testing.assert_allclose(traced(tf.constant(x)).numpy(), expected, atol=1e-5, rtol=0)

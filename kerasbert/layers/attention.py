@@ -112,7 +112,7 @@ class SelfAttention(keras.layers.Layer):
             context = ops.dot_product_attention(query, key, value, mask=attention_mask)
         batch, queries = ops.shape(rows)[0], ops.shape(rows)[1]
         context = ops.reshape(context, (batch, queries, self.hidden_dim))
-        return call_sublayer(self.output_dense, context)
+        return call_sublayer(self, self.output_dense, context)  # (batch, queries, hidden)
 
     def _project(self, x, block):
         """`x (batch, n, hidden)` times column block `block` (0: query, 1:
@@ -122,7 +122,9 @@ class SelfAttention(keras.layers.Layer):
         columns = slice(block * width, (block + 1) * width)
         kernel = ops.cast(self.qkv.kernel[:, columns], self.compute_dtype)  # (hidden, hidden)
         bias = ops.cast(self.qkv.bias[columns], self.compute_dtype)
-        rows = ops.reshape(x, (-1, width))  # (batch * n, hidden): a 2-D product (see `Dense`)
+        # One 2-D product on every backend (see `Dense`): the reshape to heads
+        # follows anyway.
+        rows = ops.reshape(x, (-1, width))  # (batch * n, hidden)
         projected = ops.matmul(rows, kernel) + bias  # (batch * n, hidden)
         return ops.reshape(projected, (ops.shape(x)[0], ops.shape(x)[1], self.num_heads, self.head_dim))
 

@@ -9,16 +9,19 @@ class Dense(keras.layers.Dense):
     """`keras.layers.Dense` that flattens `(..., in)` inputs to one
     `(rows, in)` matrix for its product and restores the leading axes after.
 
-    On TensorFlow a 3-D input times a 2-D kernel is a `BatchMatMulV2`; as a
-    2-D `MatMul`, grappler's oneDNN remapper fuses it with the bias addition
-    and the activation that follow (one `_MklNativeFusedMatMul` in the
-    executed graph, where the 3-D product runs as `_MklMatMul`, `BiasAdd`
-    and the GELU's `Erfc` and multiplications), which runs faster:
-    all-MiniLM-L6-v2's forward of 32 rows took 10-17% less time at 16 to 64
-    tokens (docs/performance.md). The other backends take the product as it
-    is: torch folds the leading axes the same way inside `matmul` (two more
-    ops would only add Python time per step), and XLA fuses as it likes. Weights, config and serialization are
-    `keras.layers.Dense`'s.
+    On TensorFlow Keras takes a 3-D input times a 2-D kernel as
+    `tf.tensordot`: a `MatMul` between two reshapes, so the bias addition
+    and the activation come after the reshape back, and the executed graph
+    runs them apart (`_MklMatMul`, `BiasAdd`, the GELU's `Erfc` and
+    multiplications). On 2-D rows they follow the `MatMul` directly and
+    grappler's oneDNN remapper fuses the three into one
+    `_MklNativeFusedMatMul`, which runs faster:
+    all-MiniLM-L6-v2's forward of 32 rows took about 15% less time at 16 to
+    64 tokens (docs/performance.md). The other backends take the product as
+    it is: torch's `matmul` folds the leading axes the same way (two more
+    ops would only add Python time per step), and XLA fuses as it likes. A
+    quantized layer runs Keras's quantized call, unflattened. Weights,
+    config, serialization and `quantize` are `keras.layers.Dense`'s.
 
     Examples:
     >>> import numpy as np
@@ -33,3 +36,9 @@ class Dense(keras.layers.Dense):
         shape = ops.shape(inputs)  # (..., in)
         rows = ops.reshape(inputs, (-1, shape[-1]))  # (prod(...), in)
         return ops.reshape(super().call(rows), (*shape[:-1], self.units))  # (..., units)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        # Keras quantizes no subclass of Dense unless told to skip that
+        # check (a subclass's `call` may compute something else); this one
+        # computes what Dense does, so `model.quantize(...)` covers it.
+        return super().quantize(mode, type_check=False, config=config)

@@ -107,15 +107,17 @@ class TransformerBlock(keras.layers.Layer):
 
     def call(self, inputs, attention_mask=None, training=None, query_positions=None):
         attended = call_sublayer(
-            self.attention, inputs, attention_mask=attention_mask, training=training, query_positions=query_positions
+            self, self.attention, inputs,
+            attention_mask=attention_mask, training=training, query_positions=query_positions,
         )  # (batch, queries, hidden); queries = seq without query_positions
         if query_positions is not None:
             inputs = gather_rows(inputs, query_positions)  # the residual at the query rows
-        attended = call_sublayer(self.attention_output_dropout, attended, training=training)
-        hidden = call_sublayer(self.attention_layer_norm, inputs + attended)  # (batch, queries, hidden)
-        ffn = call_sublayer(self.output_dense, call_sublayer(self.intermediate_dense, hidden))
-        ffn = call_sublayer(self.output_dropout, ffn, training=training)
-        return call_sublayer(self.output_layer_norm, hidden + ffn)  # (batch, queries, hidden)
+        attended = call_sublayer(self, self.attention_output_dropout, attended, training=training)
+        hidden = call_sublayer(self, self.attention_layer_norm, inputs + attended)  # (batch, queries, hidden)
+        ffn = call_sublayer(self, self.intermediate_dense, hidden)  # (batch, queries, intermediate)
+        ffn = call_sublayer(self, self.output_dense, ffn)  # (batch, queries, hidden)
+        ffn = call_sublayer(self, self.output_dropout, ffn, training=training)
+        return call_sublayer(self, self.output_layer_norm, hidden + ffn)  # (batch, queries, hidden)
 
     def compute_output_shape(self, inputs_shape, query_positions_shape=None):
         return self.attention.compute_output_shape(inputs_shape, query_positions_shape)

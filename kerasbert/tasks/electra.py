@@ -8,6 +8,7 @@ from keras import ops
 
 from kerasbert.encoder import Encoder
 from kerasbert.layers.activations import get_activation
+from kerasbert.layers.dense import Dense
 from kerasbert.layers.heads import MaskedLMHead
 from kerasbert.tasks.masked_lm import default_optimizer, mask_targets
 from kerasbert.tasks.task import Task, check_encoder, encoder_inputs
@@ -191,11 +192,11 @@ class ElectraPretrainer(Task):
             name="generator_head",
         )
         sampler = ReplacementSampler(temperature, seed, dtype=discriminator.dtype_policy, name="sampler")
-        discriminator_dense = keras.layers.Dense(
+        discriminator_dense = Dense(
             discriminator.hidden_dim, activation=get_activation(discriminator.activation),
             kernel_initializer=init, dtype=discriminator.dtype_policy, name="discriminator_dense",
         )
-        discriminator_output = keras.layers.Dense(
+        discriminator_output = Dense(
             1, kernel_initializer=init, dtype=discriminator.dtype_policy, name="discriminator_output"
         )
 

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.layers.dense import Dense
 from kerasbert.metrics import squad_scores
 from kerasbert.preprocessing.squad import (
     QuestionAnsweringPreprocessor,
@@ -80,7 +81,7 @@ class QuestionAnswerer(FineTuningTask):
 
     def __init__(self, encoder, preprocessor=None, **kwargs):
         check_encoder(encoder)
-        output_dense = keras.layers.Dense(
+        output_dense = Dense(
             2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.initializer_range),
             dtype=encoder.dtype_policy, name="qa_outputs",
         )

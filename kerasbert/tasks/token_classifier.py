@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras import ops
 
 from kerasbert.layers.crf import CRF, bio_transition_mask
+from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.metrics import entity_scores, entity_spans, split_tag
 from kerasbert.preprocessing.alignment import TokenClassificationPreprocessor
@@ -127,7 +128,7 @@ class TokenClassifier(FineTuningTask):
         policy = encoder.dtype_policy
 
         # Layers.
-        output_dense = keras.layers.Dense(
+        output_dense = Dense(
             num_classes, kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.initializer_range),
             dtype=policy, name="classifier",
         )
