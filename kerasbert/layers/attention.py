@@ -71,7 +71,9 @@ class SelfAttention(keras.layers.Layer):
         self.head_dim = hidden_dim // num_heads
         self.dropout = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.qkv = Dense(
+        # Never called: it holds the fused kernel and bias, whose column
+        # blocks `_project` multiplies.
+        self.qkv = keras.layers.Dense(
             3 * hidden_dim,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
