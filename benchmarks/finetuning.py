@@ -4,7 +4,7 @@ protocol, on this machine's CPU.
 
     .venv/bin/python benchmarks/finetuning.py [--backends tensorflow,jax,torch]
         [--systems kerasbert,keras_hub,transformers] [--seed 0]
-        [--train 4000] [--test 2000] [--json out.json]
+        [--train 4000] [--test 2000] [--rounds 1] [--json out.json]
 
 Protocol (issue 5): the 12,808 fresh/rotten critic snippets of
 `data/rotten_tomatoes.csv.bz2` (fresh = 1), permuted with
@@ -36,6 +36,12 @@ Throughput is examples divided by the wall time of the whole training epoch
 whole prediction over the test set (tokenisation included); model loading
 is not timed. Each (system, backend) runs in its own subprocess, whose peak
 resident memory (`ru_maxrss`, MiB) is reported as `peak_rss_mb`.
+
+`--rounds N` runs the whole list of jobs N times, every other round in
+reverse order, so that a slow spell of a shared machine falls on every
+system. Each row then gives the median over rounds, and its ratios to
+transformers are the medians of the per-round ratios (each run against
+transformers' run in the same round); `--json` keeps every run under `runs`.
 """
 
 import argparse
@@ -44,6 +50,7 @@ import csv
 import io
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -172,39 +179,82 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train", type=int, default=4000)
     parser.add_argument("--test", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every (system, backend) job this many times, alternating; medians are reported")
     parser.add_argument("--json")
     parser.add_argument("--worker", choices=sorted(RUNNERS), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be >= 1; got {args.rounds}")
     if args.worker:
         return worker(args)
 
-    results = []
-    for system, backend in system_jobs(args.systems.split(","), args.backends.split(",")):
-        env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
-        command = [sys.executable, __file__, "--worker", system, "--seed", str(args.seed),
-                   "--train", str(args.train), "--test", str(args.test)]
-        done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, cwd=ROOT)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        if done.returncode or not lines:
-            print(f"{system}/{backend} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
-            continue
-        result = {"system": system, "backend": backend, **json.loads(lines[-1][len("RESULT "):])}
-        results.append(result)
-        print(f"{system:12s} {backend:10s} accuracy {result['accuracy']:.4f}  "
-              f"train {result['train_examples_per_s']:6.1f} ex/s  predict {result['predict_examples_per_s']:6.1f} ex/s  "
-              f"peak RSS {result['peak_rss_mb']:.0f} MiB",
-              flush=True)
-    reference = next((r for r in results if r["system"] == "transformers"), None)
-    if reference:
-        for r in results:
-            if r["system"] != "transformers":
-                print(f"{r['system']}/{r['backend']} vs transformers: train "
-                      f"{r['train_examples_per_s'] / reference['train_examples_per_s']:.2f}x, predict "
-                      f"{r['predict_examples_per_s'] / reference['predict_examples_per_s']:.2f}x, accuracy "
-                      f"{r['accuracy'] - reference['accuracy']:+.4f}")
+    jobs = system_jobs(args.systems.split(","), args.backends.split(","))
+    runs = []
+    for round_ in range(args.rounds):
+        # Alternating: every other round runs the jobs in reverse order.
+        for system, backend in jobs if round_ % 2 == 0 else jobs[::-1]:
+            result = launch(args, system, backend)
+            if result is None:
+                continue
+            runs.append({"system": system, "backend": backend, "round": round_, **result})
+            print(f"round {round_ + 1}/{args.rounds}  {system:12s} {backend:10s} accuracy {result['accuracy']:.4f}  "
+                  f"train {result['train_examples_per_s']:6.1f} ex/s  predict "
+                  f"{result['predict_examples_per_s']:6.1f} ex/s  peak RSS {result['peak_rss_mb']:.0f} MiB",
+                  flush=True)
+    results = summarize(runs, jobs)
+    for r in results:
+        if r.get("vs_transformers"):
+            vs = r["vs_transformers"]
+            print(f"{r['system']}/{r['backend']} vs transformers (median of rounds): train {vs['train']:.2f}x "
+                  f"{vs['train_rounds']}, predict {vs['predict']:.2f}x {vs['predict_rounds']}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"seed": args.seed, "results": results}, f, indent=2)
+            json.dump({"seed": args.seed, "rounds": args.rounds, "results": results, "runs": runs}, f, indent=2)
+
+
+def launch(args, system, backend):
+    """One (system, backend) run in its own process: its RESULT, or None."""
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    command = [sys.executable, __file__, "--worker", system, "--seed", str(args.seed),
+               "--train", str(args.train), "--test", str(args.test)]
+    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, cwd=ROOT)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        print(f"{system}/{backend} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
+        return None
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def summarize(runs, jobs):
+    """One row per (system, backend): the median over rounds of train and
+    predict examples/s, the accuracy of the median-train run, the largest
+    peak memory, and `vs_transformers`: for train and predict, the median
+    over rounds of the ratio to transformers' run *in the same round*
+    (paired ratios cancel a shared machine's drift between rounds)."""
+    rows = []
+    for system, backend in jobs:
+        mine = sorted((r for r in runs if r["system"] == system and r["backend"] == backend),
+                      key=lambda r: r["train_examples_per_s"])
+        if not mine:
+            continue
+        row = {key: value for key, value in mine[(len(mine) - 1) // 2].items() if key != "round"}
+        for key in ("train_examples_per_s", "predict_examples_per_s"):
+            row[key] = statistics.median(r[key] for r in mine)
+        row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in mine)
+        if system != "transformers":
+            ratios = {"train": [], "predict": []}
+            for r in mine:
+                peer = [p for p in runs if p["system"] == "transformers" and p["round"] == r["round"]]
+                for kind in ratios:
+                    if peer:
+                        key = f"{kind}_examples_per_s"
+                        ratios[kind].append(round(r[key] / peer[0][key], 3))
+            if ratios["train"]:
+                row["vs_transformers"] = {**{k: statistics.median(v) for k, v in ratios.items()},
+                                          **{f"{k}_rounds": v for k, v in ratios.items()}}
+        rows.append(row)
+    return rows
 
 
 if __name__ == "__main__":

@@ -81,7 +81,9 @@ def finetuning_table(data):
         vs_hub = "—" if not hub or r["system"] == "keras_hub" else (
             f"{ratio(r['train_examples_per_s'], hub['train_examples_per_s'])}, "
             f"{ratio(r['predict_examples_per_s'], hub['predict_examples_per_s'])}")
+        paired = r.get("vs_transformers")  # medians of per-round ratios (--rounds)
         vs_hf = "—" if not reference or r is reference else (
+            f"{paired['train']:.2f}×, {paired['predict']:.2f}×" if paired else
             f"{ratio(r['train_examples_per_s'], reference['train_examples_per_s'])}, "
             f"{ratio(r['predict_examples_per_s'], reference['predict_examples_per_s'])}")
         peak = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "—"

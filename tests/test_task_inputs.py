@@ -70,24 +70,40 @@ def test_batches_keep_every_example_and_pad_to_fitted_lengths(sentences, shapes)
         assert len(set(widths)) <= shapes
 
 
-def test_sorted_by_length_in_the_order_it_returns(sentences):
-    preprocessor, texts, labels = sentences
-    dataset, order = make_dataset(preprocessor, texts, labels, batch_size=16, group_by_length=1,
-                                  sort_by_length=True)
+@pytest.mark.parametrize("chunk", [4096, 40])  # one chunk; several, packed again in sorted order
+@pytest.mark.parametrize("shapes, padded_to_sequence_length", [(None, False), (2, False), (2, True)])
+def test_sorted_batches_hold_every_example_packed_in_the_order_returned(sentences, monkeypatch, chunk, shapes,
+                                                                        padded_to_sequence_length):
+    from kerasbert.tasks import inputs
+
+    monkeypatch.setattr(inputs, "PACKING_CHUNK", chunk)
+    _, texts, _ = sentences
+    preprocessor = TextPreprocessor(sentences[0].tokenizer, sequence_length=64,
+                                    pad_to_sequence_length=padded_to_sequence_length)
+    checked = []
+    batches, order = inputs.sorted_batches(preprocessor, texts, batch_size=16, shapes=shapes,
+                                           input_names=("token_ids", "padding_mask"), check=checked.append)
+    assert sum(len(f["token_ids"]) for f in checked) == len(texts)  # every example checked once, up front
     assert sorted(order) == list(range(len(texts)))
-    rows, seen_labels = [], []
-    for features, y in dataset.as_numpy_iterator():
-        rows += [row[mask] for row, mask in zip(features["token_ids"], features["padding_mask"].astype(bool))]
-        seen_labels += list(y)
     packed = preprocessor(texts)  # each example packed alone, in the input's order
     expected = [row[mask] for row, mask in zip(np.asarray(packed["token_ids"]),
                                                 np.asarray(packed["padding_mask"]).astype(bool))]
-    assert [len(r) for r in rows] == sorted(len(r) for r in expected)
+    lengths = [len(row) for row in expected]
+    boundaries = fitted_boundaries(lengths, 64, shapes, shape_cost=0 if shapes is None else SHAPE_COST)
+    rows, widths = [], []
+    for features in batches:
+        assert sorted(features) == ["padding_mask", "token_ids"]
+        assert len(features["token_ids"]) <= 16
+        longest = int(features["padding_mask"].sum(axis=1).max())
+        widths.append(features["token_ids"].shape[1])
+        assert widths[-1] == min(b for b in boundaries if b >= longest)  # as make_dataset pads
+        assert not features["token_ids"][features["padding_mask"] == 0].any()
+        rows += [row[mask] for row, mask in zip(features["token_ids"], features["padding_mask"].astype(bool))]
+    assert [len(r) for r in rows] == sorted(lengths)  # shortest first
     for row, index in zip(rows, order):
         np.testing.assert_array_equal(row, expected[index])
-    np.testing.assert_array_equal(seen_labels, labels[order])
-    with pytest.raises(ValueError, match="sort_by_length"):
-        make_dataset(preprocessor, texts, labels, shuffle=True, sort_by_length=True)
+    if shapes is not None:
+        assert len(set(widths)) <= shapes
 
 
 @pytest.mark.parametrize("shapes", [None, 2])

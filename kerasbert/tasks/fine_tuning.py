@@ -2,6 +2,7 @@
 text through the preprocessor, the fine-tuning recipe as the default
 optimizer, and the heads of transformers' task checkpoints."""
 
+import itertools
 import numbers
 import os
 import warnings
@@ -15,6 +16,7 @@ from kerasbert.tasks.inputs import (
     COMPILED_SHAPES,
     GROUP_BY_LENGTH,
     check_examples,
+    check_features,
     check_sample_weight,
     check_targets,
     check_text_dataset,
@@ -25,6 +27,7 @@ from kerasbert.tasks.inputs import (
     make_dataset,
     pack_batch,
     show,
+    sorted_batches,
 )
 from kerasbert.tasks.task import TASK_FILE, TASK_WEIGHTS_FILE, Task, text_signature  # noqa: F401 (re-exported)
 from kerasbert.utils.io import read_json
@@ -210,8 +213,7 @@ class FineTuningTask(Task):
         (subclasses: e.g. one tag per word)."""
 
     def _feed(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False, keep_order=False,
-              sort_by_length=False, replicas=1, cut_partial_batch=True, needs_y=False,
-              names=("x", "y", "sample_weight")):
+              replicas=1, cut_partial_batch=True, needs_y=False, names=("x", "y", "sample_weight")):
         """A dataset of `make_dataset` for raw examples (their targets and
         weights checked; `needs_y`: targets required) or a dataset of them;
         None for other inputs (packed features), which Keras takes."""
@@ -232,8 +234,8 @@ class FineTuningTask(Task):
 
         return make_dataset(self.preprocessor, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
                             shapes=self._padded_shapes(), group_by_length=1 if keep_order else GROUP_BY_LENGTH,
-                            input_names=tuple(self.input), sort_by_length=sort_by_length, replicas=replicas,
-                            cut_partial_batch=cut_partial_batch, check_tokenized=check_tokenized)
+                            input_names=tuple(self.input), replicas=replicas, cut_partial_batch=cut_partial_batch,
+                            check_tokenized=check_tokenized)
 
     def _padded_shapes(self):
         # XLA compiles the step once per input shape: a few padded lengths
@@ -281,11 +283,12 @@ class FineTuningTask(Task):
         return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
-        """`keras.Model.predict`, also on raw examples. Lists are predicted
-        in order of length (fewer padded positions); the outputs come back
-        in the input's order, per-token outputs padded with zeros to the
-        preprocessor's `sequence_length`; up to `batch_size` examples are
-        packed as one batch directly, without a tf.data pipeline."""
+        """`keras.Model.predict`, also on raw examples. Lists are packed
+        eagerly, without a tf.data pipeline, and predicted in order of
+        length (fewer padded positions; `sorted_batches`); the outputs come
+        back in the input's order, per-token outputs padded with zeros to
+        the preprocessor's `sequence_length`. Up to `batch_size` examples
+        are packed as one batch by a traced function (`pack_batch`)."""
         if not isinstance(x, tf.data.Dataset) and not self._raw(x) or self.preprocessor is None:
             return super().predict(x, batch_size=batch_size, **kwargs)
         if isinstance(x, tf.data.Dataset):
@@ -297,15 +300,19 @@ class FineTuningTask(Task):
             # on a few strings).
             features = pack_batch(self.preprocessor, x, shapes=self._padded_shapes(), input_names=tuple(self.input))
             return self.predict_batches([features])
-        dataset, order = self._feed(x, batch_size=batch_size, keep_order=True, sort_by_length=True)
-        outputs = self.predict_batches(dataset)
+        names = tuple(self.input)
+        batches, order = sorted_batches(
+            self.preprocessor, x, batch_size=batch_size, shapes=self._padded_shapes(), input_names=names,
+            check=lambda features: check_features(features, self._input_encoder(), names),
+        )
+        outputs = self.predict_batches(batches)
         inverse = np.empty_like(order)
         inverse[order] = np.arange(len(order))
         return keras.tree.map_structure(lambda a: a[inverse], outputs)
 
     def predict_batches(self, dataset):
-        """The model's outputs on every batch of `dataset` (a dataset or a
-        list of batches of features, e.g. trimmed to different lengths),
+        """The model's outputs on every batch of `dataset` (a dataset, or an
+        iterable of batches of features, e.g. trimmed to different lengths),
         concatenated; outputs per token are padded with zeros to the
         preprocessor's `sequence_length` first."""
         width = self.preprocessor.sequence_length
@@ -314,9 +321,11 @@ class FineTuningTask(Task):
             self._trace_for_any_length(dataset.element_spec)
             batches = dataset.as_numpy_iterator()
         else:
-            batches = [keras.tree.map_structure(np.asarray, batch) for batch in dataset]
-            if batches:
-                self._trace_for_any_length(tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), batches[0]))
+            batches = (keras.tree.map_structure(np.asarray, batch) for batch in dataset)
+            first = next(batches, None)
+            if first is not None:
+                self._trace_for_any_length(tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), first))
+                batches = itertools.chain([first], batches)
         collected = []
         with input_errors():
             for batch in batches:

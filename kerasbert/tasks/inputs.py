@@ -10,8 +10,9 @@ the step runs eagerly (any shape costs the same), and for a model XLA
 compiles per input shape a few multiples of 8 (`COMPILED_SHAPES`), so it
 compiles a few programs, not one per batch length. Training batches are drawn
 from runs of shuffled examples sorted by length, and `predict` on lists
-sorts the examples by length (and puts the outputs back in order), so that
-batches hold rows of similar length and little padding.
+sorts the examples by length (`sorted_batches`, which packs them eagerly,
+without tf.data; the outputs go back in order), so that batches hold rows of
+similar length and little padding.
 """
 
 import contextlib
@@ -40,6 +41,8 @@ COMPILED_SHAPES = 4
 # tokens): all-MiniLM-L6-v2's training step took ~10 s to compile on 2 CPU
 # cores, and ~1 ms per position of its 32-row batches.
 SHAPE_COST = 8192
+# Examples `sorted_batches` packs at a time, at full `sequence_length`.
+PACKING_CHUNK = 4096
 
 
 def length_boundaries(sequence_length, boundaries=DEFAULT_BOUNDARIES):
@@ -196,9 +199,8 @@ def checked_batch_size(batch_size):
 
 def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, shuffle=False,
                  seed=None, boundaries=None, shapes=None, group_by_length=GROUP_BY_LENGTH, input_names=None,
-                 sort_by_length=False, replicas=1, cut_partial_batch=True, check_tokenized=None):
-    """A `tf.data.Dataset` of preprocessed, boundary-padded batches (and,
-    with `sort_by_length`, the order of its examples).
+                 replicas=1, cut_partial_batch=True, check_tokenized=None):
+    """A `tf.data.Dataset` of preprocessed, boundary-padded batches.
 
     Args:
         preprocessor: a layer whose `call(x, y=None, sample_weight=None)`
@@ -228,10 +230,6 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
             drawn. Order within an epoch changes, never its examples.
         input_names: the model's inputs; other features the preprocessor
             gives are dropped.
-        sort_by_length: in-memory examples only: batch them in order of
-            their packed length, shortest first, and return `(dataset,
-            order)`, where row i of the dataset is example `order[i]`
-            (for prediction: the examples are tokenized once, for both).
         replicas: data-parallel replicas that split every batch
             (`kerasbert.distribution.data_parallel_replicas`); for training.
             Above 1, each batch is cut to a multiple of it and a batch left
@@ -249,8 +247,6 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
     batch_size = checked_batch_size(batch_size)
     check_global_batch(batch_size, replicas)
     batched, in_memory = False, not isinstance(x, tf.data.Dataset)
-    if sort_by_length and (not in_memory or shuffle):
-        raise ValueError("sort_by_length needs in-memory examples (not a tf.data.Dataset) and shuffle=False.")
     if isinstance(x, tf.data.Dataset):
         if y is not None or sample_weight is not None:
             raise ValueError("y and sample_weight must be None when x is a tf.data.Dataset; put them in its elements.")
@@ -277,14 +273,9 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         return batch if len(batch) > 1 else batch[0]
 
     sequence_length = preprocessor.sequence_length
-    order = None
-    if in_memory and (boundaries is None or sort_by_length):  # lengths read before shuffling
+    if in_memory and boundaries is None:  # lengths read before shuffling
         lengths = _packed_lengths(dataset, preprocess)
-        if sort_by_length:
-            order = np.argsort(lengths, kind="stable")
-            dataset = tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(lambda t: tf.gather(t, order), slices))
-        if boundaries is None:
-            boundaries = fitted_boundaries(lengths, sequence_length, shapes, shape_cost=SHAPE_COST)
+        boundaries = fitted_boundaries(lengths, sequence_length, shapes, shape_cost=SHAPE_COST)
     elif boundaries is None:
         boundaries = _unknown_length_boundaries(sequence_length, shapes)
     if in_memory and shuffle:
@@ -315,8 +306,7 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         dataset = _whole_replica_batches(dataset, replicas, count if in_memory else None, batch_size)
     if input_names is not None:
         dataset = dataset.map(lambda *b: select_inputs(unpack(*b), input_names))
-    dataset = without_autotune(dataset.prefetch(2))
-    return (dataset, order) if sort_by_length else dataset
+    return without_autotune(dataset.prefetch(2))
 
 
 def _unknown_length_boundaries(sequence_length, shapes):
@@ -349,6 +339,70 @@ def _whole_replica_batches(dataset, replicas, count, batch_size):
     if batches is not None:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
     return dataset
+
+
+def sorted_batches(preprocessor, x, *, batch_size=32, shapes=None, input_names=None, check=None):
+    """In-memory raw examples, for prediction, as batches of packed NumPy
+    features in order of their packed length, shortest first, each padded
+    as `make_dataset` pads its batches (`fitted_boundaries`); and `order`:
+    the i-th row of the batches, in sequence, is example `order[i]`.
+
+    The examples are tokenized once and packed eagerly, `PACKING_CHUNK` at
+    a time (which bounds the rows held at full `sequence_length`): once in
+    their order, for their lengths and `check(features)` (which raises on
+    bad features), then in the sorted order as the batches are drawn, with
+    no packing for a single chunk. No tf.data pipeline: its tracing took
+    ~0.4 s a call, and its threads the cores the model's forward passes
+    run on (docs/performance.md).
+
+    Returns `(batches, order)`, `batches` an iterator that packs as it goes.
+    """
+    batch_size = checked_batch_size(batch_size)
+    count = _example_count(x)
+    tokenized = preprocessor.tokenize_examples(x)
+    chunk = batch_size * max(1, PACKING_CHUNK // batch_size)  # whole batches
+
+    def pack(rows):  # rows: a slice or the indices of examples
+        ids = tf.nest.map_structure(lambda t: t[rows] if isinstance(rows, slice) else tf.gather(t, rows), tokenized)
+        features = preprocessor.pack_examples(ids)
+        features = features if input_names is None else select_inputs(features, input_names)
+        return {k: np.asarray(v) for k, v in features.items()}
+
+    lengths, first = [], None
+    for start in range(0, count, chunk):
+        features = pack(slice(start, start + chunk))
+        if check is not None:
+            check(features)
+        lengths.append(np.count_nonzero(features["padding_mask"], axis=1))
+        first = features if start == 0 else None  # kept when it is the only chunk
+    lengths = np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
+    order = np.argsort(lengths, kind="stable")
+    boundaries = np.asarray(fitted_boundaries(lengths, preprocessor.sequence_length, shapes,
+                                              shape_cost=SHAPE_COST))
+
+    def batches():
+        for start in range(0, count, chunk):
+            rows = order[start:start + chunk]
+            features = {k: v[rows] for k, v in first.items()} if first is not None else pack(rows)
+            width = features["token_ids"].shape[1]
+            for begin in range(0, len(rows), batch_size):
+                # (batch, width) -> (batch, target): the smallest boundary that holds the longest row
+                longest = int(lengths[rows[begin:begin + batch_size]].max())
+                target = int(max(boundaries[min(np.searchsorted(boundaries, longest), len(boundaries) - 1)],
+                                 longest))
+                yield {k: _fit_width(v[begin:begin + batch_size], width, target) for k, v in features.items()}
+
+    return batches(), order
+
+
+def _fit_width(array, width, target):
+    """A `(batch, width, ...)` array trimmed or zero-padded to `target`
+    positions; arrays of other shapes as they are."""
+    if array.ndim < 2 or array.shape[1] != width:
+        return array
+    if target <= width:
+        return array[:, :target]
+    return np.pad(array, [(0, 0), (0, target - width)] + [(0, 0)] * (array.ndim - 2))
 
 
 def pack_batch(preprocessor, x, *, shapes=None, input_names=None):
