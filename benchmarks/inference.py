@@ -20,7 +20,8 @@ transformers runs once, on torch. Model loading is never timed.
   num_classes=2, sequence_length=128)`; `predict` on the raw strings
   (sorted by length; each batch padded to its longest row on torch and
   TensorFlow, which run any shape (eager torch, TensorFlow's own kernels),
-  and to a few multiples of 8 fitted to the data under XLA on JAX).
+  and to a few multiples of 8 fitted to the data under XLA on JAX; batches
+  of short rows hold more than 32 of them, up to 2,048 padded positions).
 * `keras_hub`: `keras_hub.models.BertTextClassifier.from_preset(<the
   checkpoint directory>, num_classes=2)` with a
   `BertTextClassifierPreprocessor` at `sequence_length=128` (it pads every

@@ -162,7 +162,10 @@ def plot(loaded, path, machine):
         bars(axis, loaded.get(name), fields, unit, title)
     for axis in axes.flat[len(PANELS):]:
         axis.set_visible(False)
-    figure.suptitle(f"kerasbert, KerasHub and transformers side by side ({machine})", fontsize=11)
+    # Each panel is one run of its benchmark, possibly on another machine
+    # than this one: docs/performance.md says which CPU each ran on.
+    figure.suptitle(f"kerasbert, KerasHub and transformers side by side (each panel one run of its benchmark; "
+                    f"plotted on {machine})", fontsize=11)
     figure.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     partial = path + ".partial.png"

@@ -47,8 +47,9 @@ PACKING_CHUNK = 4096
 # Padded positions (rows x tokens) `predict` puts in a batch of short rows:
 # at least `batch_size` rows, more while they fit (`batch_plan`). On
 # all-MiniLM-L6-v2's 2,000 test snippets batches of 2,048 positions
-# predicted 12% (TensorFlow) and 6% (torch) faster than batches of 32 rows;
-# 4,096-5,000 positions were slower on torch (docs/performance.md).
+# predicted 12% faster than batches of 32 rows on TensorFlow, and 2,496
+# positions 6% faster on torch; 4,992 were 13% slower on torch
+# (docs/performance.md).
 PREDICT_POSITIONS = 2048
 
 
@@ -358,7 +359,7 @@ def sorted_batches(preprocessor, x, *, batch_size=32, shapes=None, input_names=N
     A batch holds at least `batch_size` rows, and short rows more while
     they fit in `PREDICT_POSITIONS` padded positions (`batch_plan`): the
     forward pass of a batch of short rows costs more per position (32 rows
-    of 8 tokens 1.6x as much as 32 of 32 on this project's CPU). With
+    of 8 tokens 1.5x as much as 32 of 32 on this project's CPU). With
     `shapes` (XLA, one program per input shape) every batch of one padded
     length has the same rows: one that holds fewer, at most one per padded
     length and the last, is filled up with copies of its first row, whose
