@@ -115,7 +115,7 @@ def test_sorted_batches_hold_every_example_packed_in_the_order_returned(sentence
     for row, index in zip(rows, order[order >= 0]):
         np.testing.assert_array_equal(row, expected[index])
     if shapes is not None:
-        assert len(set(widths)) <= shapes + 1
+        assert len(set(widths)) <= shapes
 
 
 def test_batch_plan_takes_the_most_rows_that_fit():
