@@ -12,7 +12,10 @@ buckets of 16/32/64/128, and snippets packed several to a row of 128
 does). `--padding-only` skips the throughput and parity part.
 
 Real text: the 12,808 Rotten Tomatoes critic snippets and the 73,812 lines of
-the King James Bible (tools/fetch_data.sh). Throughput is strings per second
+the King James Bible (tools/fetch_data.sh). Cold start (`<tokenizer>_cold_start`):
+the first call of a tokenizer just built, on one string (tracing its graph
+and TensorFlow's first run of it), then the median latency of 50 calls on
+one snippet each, next to transformers'. Throughput is strings per second
 over the whole corpus in batches of 1,024, median of 3 runs after a warm-up;
 kerasbert's tokenizer runs as a compiled TensorFlow graph, transformers' as
 its Rust fast tokenizer (both on this machine's cores). Tokenizers: WordPiece
@@ -88,6 +91,29 @@ def compare(ours, hf, texts):
     return row
 
 
+def cold_start(ours, hf, texts, calls=50):
+    """The first call of a tokenizer just built (its graph traced and
+    instantiated), then the median latency of single-string calls, next to
+    transformers' fast tokenizer on the same strings."""
+    start = time.perf_counter()
+    ours(texts[:1])
+    first = time.perf_counter() - start
+
+    def latency(fn):
+        times = []
+        for text in texts[:calls]:
+            start = time.perf_counter()
+            fn([text])
+            times.append(time.perf_counter() - start)
+        return 1000 * statistics.median(times)
+
+    return {
+        "kerasbert_first_call_s": first,
+        "kerasbert_one_string_ms": latency(ours),
+        "transformers_one_string_ms": latency(lambda x: hf(x, add_special_tokens=False)),
+    }
+
+
 def tokenizer_results(snippets, kinds):
     import tempfile
 
@@ -119,11 +145,12 @@ def tokenizer_results(snippets, kinds):
             kerasbert.Tokenizer.from_preset(directory),
             transformers.AlbertTokenizerFast.from_pretrained(directory),
         )
-    return {
-        f"{kind}_{name}": compare(ours, hf, texts)
-        for kind, (ours, hf) in pairs.items()
-        for name, texts in corpora.items()
-    }
+    results = {}
+    for kind, (ours, hf) in pairs.items():
+        results[f"{kind}_cold_start"] = cold_start(ours, hf, snippets)
+        for name, texts in corpora.items():
+            results[f"{kind}_{name}"] = compare(ours, hf, texts)
+    return results
 
 
 def padding_results(snippets, sequence_length=128, batch_size=32):

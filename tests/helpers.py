@@ -209,3 +209,14 @@ def assert_same_as_reference(tokenizer, hf, texts, batch=4096):
 tensorflow_pass_only = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="same TensorFlow graph on every backend; checked once"
 )
+
+
+def assert_graph_unchecked(graph):
+    """A preprocessing graph (tokenizer, packer) holds no `Assert` and no
+    `If`: no ragged op that re-checks a partition the graph itself built,
+    each a `tf.cond` that costs tracing time, graph-optimisation time at
+    the first call, and time at every call. `graph`: a `tf.Graph` or a
+    concrete function."""
+    graph = getattr(graph, "graph", graph)
+    ops = [op for op in graph.get_operations() if op.type in ("Assert", "If", "StatelessIf")]
+    assert not ops, f"{len(ops)} checks in the graph: {sorted({op.name for op in ops})[:10]}"

@@ -10,6 +10,7 @@ import tensorflow as tf
 import transformers
 from helpers import (
     AWKWARD,
+    assert_graph_unchecked,
     assert_same_as_reference,
     gpt2_directory,
     kjv_lines,
@@ -54,6 +55,12 @@ def prefix_pair(roberta_dir):
         os.path.join(roberta_dir, "vocab.json"), os.path.join(roberta_dir, "merges.txt"), add_prefix_space=True
     )
     return tokenizer, reference(roberta_dir, add_prefix_space=True)
+
+
+@tensorflow_pass_only
+def test_tokenizer_graph_holds_no_checks(pair, prefix_pair):
+    for tokenizer in (pair[0], prefix_pair[0]):  # with and without the added prefix space
+        assert_graph_unchecked(tokenizer._compiled_tokenize.get_concrete_function())
 
 
 @tensorflow_pass_only

@@ -12,6 +12,12 @@ N = 1 << 20
 
 
 def _apply(layer, x, training=True):
+    """The layer on `x`; on TensorFlow inside an XLA-compiled function, where
+    it hashes its mask as on JAX (outside XLA it is Keras's dropout)."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(lambda v: layer(v, training=training), jit_compile=True)(x).numpy()
     return keras.ops.convert_to_numpy(layer(x, training=training))
 
 
@@ -106,6 +112,20 @@ def test_a_new_mask_every_compiled_train_step():
     model.fit(x, np.zeros_like(x), batch_size=4, epochs=6, verbose=0, callbacks=[Record()])
     # The learning rate is 0: the loss, 4 * (fraction kept), varies only with the mask.
     assert len(set(drops)) > 1
+
+
+def test_hashed_under_xla_and_keras_dropout_elsewhere():
+    # The hash is fused only by XLA: TensorFlow outside it and torch keep
+    # Keras's own kernel, whose mask a keras.layers.Dropout of the same seed draws.
+    x = np.ones((16, 256), "float32")
+    ours = keras.ops.convert_to_numpy(Dropout(0.3, seed=4)(x, training=True))
+    theirs = keras.ops.convert_to_numpy(keras.layers.Dropout(0.3, seed=4)(x, training=True))
+    hashed = keras.backend.backend() == "jax"
+    assert (ours != theirs).any() if hashed else (ours == theirs).all()
+    if keras.backend.backend() == "tensorflow":
+        under_xla = _apply(Dropout(0.3, seed=4), x)
+        assert (under_xla != theirs).any()
+        assert abs((under_xla == 0).mean() - 0.3) < 0.03
 
 
 def test_the_encoder_and_heads_use_it():

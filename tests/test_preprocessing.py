@@ -7,7 +7,7 @@ import tensorflow as tf
 import transformers
 
 import kerasbert
-from helpers import minilm_directory, rotten_tomatoes
+from helpers import assert_graph_unchecked, minilm_directory, rotten_tomatoes, tensorflow_pass_only
 from kerasbert.preprocessing import MaskedLMMasker, Packer
 
 
@@ -46,6 +46,16 @@ def _round_robin_reference(a, b, budget):
             keep[turn] += 1
         turn = 1 - turn
     return keep
+
+
+@tensorflow_pass_only
+@pytest.mark.parametrize("style", ["bert", "roberta"])
+def test_packer_graph_holds_no_checks(tokenizer, style):
+    # Pairs keep one check of their own (as many rows in both), made before packing.
+    packer = Packer.from_tokenizer(tokenizer, sequence_length=16, style=style)
+    spec = tf.RaggedTensorSpec([None, None], tf.int32, row_splits_dtype=tf.int64)
+    assert_graph_unchecked(tf.function(packer.call).get_concrete_function(spec))
+    assert_graph_unchecked(tf.function(packer._pack_pair).get_concrete_function(spec, spec))
 
 
 def test_round_robin_truncation():

@@ -14,6 +14,7 @@ import tokenizers
 import transformers
 from helpers import (
     AWKWARD,
+    assert_graph_unchecked,
     DATA,
     assert_same_as_reference,
     kjv_lines,
@@ -73,6 +74,11 @@ def cased(corpus, tmp_path_factory):
 def pair(request):
     tokenizer, directory = request.getfixturevalue(request.param)
     return tokenizer, reference(directory)
+
+
+@tensorflow_pass_only
+def test_tokenizer_graph_holds_no_checks(pair):
+    assert_graph_unchecked(pair[0]._compiled_tokenize.get_concrete_function())
 
 
 AWKWARD_PLUS = AWKWARD + [

@@ -9,6 +9,7 @@ import tensorflow as tf
 import transformers
 from helpers import (
     AWKWARD,
+    assert_graph_unchecked,
     assert_same_as_reference,
     kjv_lines,
     minilm_directory,
@@ -35,6 +36,12 @@ def pair(request):
     lowercase = request.param == "uncased"
     vocab = os.path.join(minilm_directory(), "vocab.txt")
     return WordPieceTokenizer(vocab, lowercase=lowercase), reference(minilm_directory(), do_lower_case=lowercase)
+
+
+@tensorflow_pass_only
+def test_tokenizer_graph_holds_no_checks(pair):
+    # Special tokens in text take the graph's longest path (split, look-up, merge).
+    assert_graph_unchecked(pair[0]._compiled_tokenize.get_concrete_function())
 
 
 @tensorflow_pass_only

@@ -5,6 +5,7 @@ import collections.abc
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.autograph.experimental import do_not_convert
 
 from kerasbert.utils.checks import check_id, check_int, show
 
@@ -59,7 +60,7 @@ def bucket_by_length(
         pad_to_bucket_boundary=False,
         padding_values=_padding_values(dataset, length_key, pad_id),
         drop_remainder=False,
-    ).map(lambda *batch: _pad_to_boundary(batch, boundaries, length_key, pad_id))
+    ).map(do_not_convert(lambda *batch: _pad_to_boundary(batch, boundaries, length_key, pad_id)))
 
 
 def _feature_specs(dataset, length_key):

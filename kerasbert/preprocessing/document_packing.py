@@ -3,6 +3,7 @@ padding: the rows' padding masks number the documents so that the Encoder
 keeps attention (and positions) inside each one."""
 
 import tensorflow as tf
+from tensorflow.autograph.experimental import do_not_convert
 
 from kerasbert.utils.checks import INT32_MAX, check_choice, check_id, check_int, show
 
@@ -119,7 +120,7 @@ def pack_documents(
     sentinel = tf.data.Dataset.from_tensors(
         (tf.fill([length], int(pad_id)), tf.constant(0), tf.constant(True))
     )
-    stream = dataset.flat_map(pieces).concatenate(sentinel)
+    stream = dataset.flat_map(do_not_convert(pieces)).concatenate(sentinel)
     index = tf.range(length)
 
     def append(state, element):
@@ -155,7 +156,7 @@ def pack_documents(
         }
 
     return (
-        stream.scan(initial, append)
-        .filter(lambda emit, tokens, documents: emit)
-        .map(as_inputs, num_parallel_calls=tf.data.AUTOTUNE)
+        stream.scan(initial, do_not_convert(append))
+        .filter(do_not_convert(lambda emit, tokens, documents: emit))
+        .map(do_not_convert(as_inputs), num_parallel_calls=tf.data.AUTOTUNE)
     )

@@ -6,6 +6,7 @@ import tensorflow as tf
 from kerasbert.tokenizers.base import Tokenizer
 from kerasbert.utils.checks import INT32_MAX, check_bool, check_choice, check_id, check_int, show, token_ids
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
+from kerasbert.utils.ragged import column, concat_rows, truncate_rows
 
 STYLES = ("bert", "roberta")
 TRUNCATIONS = ("longest_first", "round_robin")
@@ -152,9 +153,7 @@ class Packer(PreprocessingLayer):
         budget = self.sequence_length - 2
         first = first[:, :budget]
         batch = first.nrows()
-        cls = tf.fill([batch, 1], self.cls_id)
-        sep = tf.fill([batch, 1], self.sep_id)
-        tokens = tf.concat([cls, first, sep], axis=1)  # (batch, None)
+        tokens = concat_rows(column(self.cls_id, batch), first, column(self.sep_id, batch))  # (batch, None)
         return self._pad(tokens, tf.zeros_like(tokens))
 
     def _pack_pair(self, first, second):
@@ -163,19 +162,17 @@ class Packer(PreprocessingLayer):
         keep_first, keep_second = _lengths_after_truncation(
             first.row_lengths(), second.row_lengths(), self.sequence_length - specials, self.truncate
         )
-        first = tf.ragged.boolean_mask(first, tf.ragged.range(first.row_lengths()) < keep_first[:, None])
-        second = tf.ragged.boolean_mask(second, tf.ragged.range(second.row_lengths()) < keep_second[:, None])
-        cls = tf.fill([batch, 1], self.cls_id)
-        sep = tf.fill([batch, 1], self.sep_id)
+        first, second = truncate_rows(first, keep_first), truncate_rows(second, keep_second)
+        cls, sep = column(self.cls_id, batch), column(self.sep_id, batch)
         if self.style == "roberta":
-            head = tf.concat([cls, first, sep, sep], axis=1)
+            head = concat_rows(cls, first, sep, sep)
             segments_second = tf.zeros_like
         else:
-            head = tf.concat([cls, first, sep], axis=1)
+            head = concat_rows(cls, first, sep)
             segments_second = tf.ones_like
-        tail = tf.concat([second, sep], axis=1)
-        tokens = tf.concat([head, tail], axis=1)
-        segments = tf.concat([tf.zeros_like(head), segments_second(tail)], axis=1)
+        tail = concat_rows(second, sep)
+        tokens = concat_rows(head, tail)
+        segments = concat_rows(tf.zeros_like(head), segments_second(tail))
         return self._pad(tokens, segments)
 
     def _pad(self, tokens, segments):

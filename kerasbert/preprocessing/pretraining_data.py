@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.autograph.experimental import do_not_convert
 
 from kerasbert.preprocessing.masking import MaskedLMMasker
 from kerasbert.preprocessing.packer import Packer
@@ -332,7 +333,7 @@ def _stream(examples, masker, task, batch_size, segment_ids, seed, start_step):
 
     indices = (
         tf.data.Dataset.counter(first_epoch)
-        .flat_map(epoch_indices)
+        .flat_map(do_not_convert(epoch_indices))
         .batch(batch_size, drop_remainder=True)  # (batch,)
     )
     steps = tf.data.Dataset.counter(start_step)
@@ -357,6 +358,6 @@ def _stream(examples, masker, task, batch_size, segment_ids, seed, start_step):
 
     return (
         tf.data.Dataset.zip((steps, indices))
-        .map(make_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .map(do_not_convert(make_batch), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         .prefetch(tf.data.AUTOTUNE)
     )

@@ -3,6 +3,7 @@
 import keras
 import numpy as np
 import tensorflow as tf
+from tensorflow.autograph.experimental import do_not_convert
 
 from kerasbert.layers.dense import Dense
 from kerasbert.metrics import squad_scores
@@ -156,9 +157,9 @@ class QuestionAnswerer(FineTuningTask):
     def _window_dataset(self, windows, batch_size, shuffle=False, keep_order=False, labels=True):
         dataset = windows.dataset()
         if not labels and windows.start_positions is not None:
-            dataset = dataset.map(lambda features, _: features)
+            dataset = dataset.map(do_not_convert(lambda features, _: features))
         elif labels:
-            dataset = dataset.map(lambda f, y: (f, {"start_logits": y[0], "end_logits": y[1]}))
+            dataset = dataset.map(do_not_convert(lambda f, y: (f, {"start_logits": y[0], "end_logits": y[1]})))
         if shuffle:
             dataset = dataset.shuffle(len(windows), reshuffle_each_iteration=True)
         return make_dataset(

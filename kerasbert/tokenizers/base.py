@@ -6,11 +6,10 @@ import re
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from kerasbert.utils.checks import check_id, check_string, show, token_ids
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
-from kerasbert.utils.ragged import row_ids
+from kerasbert.utils.ragged import add_to_rows, concat_rows, join_rows, regex_split_with_offsets, row_ids
 
 
 def to_string_tensor(inputs, name="inputs"):
@@ -81,7 +80,7 @@ def split_keeping(texts, pattern):
     of n pieces costs O(its length), not O(n times its length).
     """
     escaped = tf.strings.regex_replace(tf.strings.regex_replace(texts, r"\x01", "\x01\x02"), r"\x00", "\x01\x03")
-    pieces, _, _ = tf_text.regex_split_with_offsets(escaped, pattern, pattern)
+    pieces, _, _ = regex_split_with_offsets(escaped, pattern, pattern)
     flat = tf.strings.regex_replace(
         tf.strings.regex_replace(pieces.flat_values, r"\x01\x03", "\x00"), r"\x01\x02", "\x01"
     )
@@ -241,24 +240,21 @@ class Tokenizer(PreprocessingLayer):
             return self._tokenize_text(texts)
         segments, offset, special_end = split_keeping(texts, self._special_pattern)
         offset, special_end = tf.cast(offset, tf.int32), tf.cast(special_end, tf.int32)
-        segment_row = row_ids(segments)
         flat = segments.flat_values
         # A stripped special token: the token without its whitespace.
         token = tf.strings.regex_replace(flat, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
         special_id = self._special_table.lookup(token)  # -1: ordinary text
         is_special = special_id >= 0
         ids, starts, ends = self._tokenize_text(tf.where(is_special, "", flat))  # (segments, None)
-        starts, ends = starts + offset[:, None], ends + offset[:, None]
+        starts, ends = add_to_rows(starts, offset), add_to_rows(ends, offset)
         special_lengths = tf.cast(is_special, tf.int64)
 
         def with_special(pieces, value):
+            # (segments, None) pieces, then each special token -> (batch, None)
             extra = tf.RaggedTensor.from_row_lengths(
                 tf.boolean_mask(value, is_special), special_lengths, validate=False
             )
-            merged = tf.concat([pieces, extra], axis=1)
-            return tf.RaggedTensor.from_value_rowids(
-                merged, segment_row, nrows=tf.shape(texts, tf.int64)[0], validate=False
-            ).merge_dims(1, 2)
+            return join_rows(concat_rows(pieces, extra), segments.row_splits)
 
         return with_special(ids, special_id), with_special(starts, offset), with_special(ends, special_end)
 

@@ -9,12 +9,11 @@ import warnings
 import keras
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
 from kerasbert.tokenizers.unicode import _range_classes
 from kerasbert.utils.checks import check_bool, check_file, is_int, show
-from kerasbert.utils.ragged import row_ids, row_positions
+from kerasbert.utils.ragged import concat_rows, regex_split_with_offsets, row_ids, row_positions
 
 _TABLES = os.path.join(os.path.dirname(__file__), "data", "byte_level_unicode.npz")
 OTHER, LETTER, NUMBER, WHITESPACE = 0, 1, 2, 3
@@ -278,7 +277,7 @@ class BytePairTokenizer(Tokenizer):
             space = tf.RaggedTensor.from_row_lengths(
                 tf.fill([tf.reduce_sum(needs_space)], 0x20), needs_space, validate=False
             )
-            chars = tf.concat([space, chars], axis=1)
+            chars = concat_rows(space, chars)
         else:
             needs_space = tf.zeros_like(chars.row_lengths())
         cps = chars.flat_values
@@ -306,7 +305,7 @@ class BytePairTokenizer(Tokenizer):
             ),
         )
         class_text = tf.strings.unicode_encode(chars.with_flat_values(mapped), "UTF-8")  # (batch,)
-        _, piece_begin, piece_end = tf_text.regex_split_with_offsets(class_text, _SPLIT, _SPLIT)
+        _, piece_begin, piece_end = regex_split_with_offsets(class_text, _SPLIT, _SPLIT)
         # piece_begin, piece_end: (batch, pieces), character positions
 
         # 2. The UTF-8 bytes of each piece; unique pieces ("words") go to BPE.

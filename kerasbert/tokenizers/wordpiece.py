@@ -11,7 +11,7 @@ import tensorflow_text as tf_text
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
 from kerasbert.utils.checks import check_bool, check_file, check_int, check_string, show
-from kerasbert.utils.ragged import row_ids, row_positions
+from kerasbert.utils.ragged import join_rows, row_ids, row_positions, splits_of_rows
 
 _WORD_KEY = 2**32  # word index * _WORD_KEY + byte offset: one sortable key
 
@@ -200,11 +200,10 @@ class WordPieceTokenizer(Tokenizer):
         ends = tf.where(long_piece, tf.gather(word_end, piece_word), ends)
         starts = tf.where(long_piece, tf.gather(word_first, piece_word), starts)
 
+        row_splits = splits_of_rows(word_row, tf.shape(texts, tf.int64)[0])  # words of each text
+
         def by_row(flat):
-            per_word = ids.with_flat_values(flat)
-            return tf.RaggedTensor.from_value_rowids(
-                per_word, word_row, nrows=tf.shape(texts, tf.int64)[0], validate=False
-            ).merge_dims(1, 2)
+            return join_rows(ids.with_flat_values(flat), row_splits)
 
         return by_row(ids.flat_values), by_row(tf.cast(starts, tf.int32)), by_row(tf.cast(ends, tf.int32))
 
