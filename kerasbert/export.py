@@ -65,13 +65,11 @@ def export(task, path, overwrite=False, **options):
 def write_saved_model(task, path, options):
     """The TensorFlow half of `export`: traces `task.serving_function` and
     saves it, with the task's variables and the tokenizer's tables."""
-    from tensorflow.autograph.experimental import do_not_convert
-
     serve, input_signature = task.serving_function(**options)
     archive = keras.export.ExportArchive()
     archive.track(task)
     archive.track(task.preprocessor)
-    archive.add_endpoint(SIGNATURE, do_not_convert(serve), input_signature=input_signature)  # traced as written
+    archive.add_endpoint(SIGNATURE, serve, input_signature=input_signature)
     archive.write_out(path, verbose=False)
 
 

@@ -173,6 +173,8 @@ def _task(encoder, settings):
 
 
 def _dataset(documents, tokenizer, encoder, settings, start_step):
+    from tensorflow.autograph.experimental import do_not_convert
+
     from kerasbert.preprocessing.pretraining_data import pretraining_dataset
 
     objective = settings["objective"]
@@ -183,9 +185,9 @@ def _dataset(documents, tokenizer, encoder, settings, start_step):
     )
     if objective == "mlm":
         # BertPretrainer without a sentence task: one "mlm" output.
-        dataset = dataset.map(lambda x, y, w: (x, {"mlm": y}, {"mlm": w}))
+        dataset = dataset.map(do_not_convert(lambda x, y, w: (x, {"mlm": y}, {"mlm": w})))
     elif objective == "electra":
-        dataset = dataset.map(lambda x, y, w: ({**x, "mask_weights": w}, y, w))
+        dataset = dataset.map(do_not_convert(lambda x, y, w: ({**x, "mask_weights": w}, y, w)))
     return dataset
 
 

@@ -85,6 +85,7 @@ class TokenData:
         """An unbatched `tf.data.Dataset` of `(words, tag_ids)`: a 1-D string
         tensor and a 1-D int32 tensor per sentence."""
         import tensorflow as tf
+        from tensorflow.autograph.experimental import do_not_convert
 
         ids = self.tag_ids()
         words = tf.constant([word for sentence in self.words for word in sentence], tf.string)
@@ -94,7 +95,7 @@ class TokenData:
         # Slices of one flat tensor keep a plain TensorSpec([None]) element spec
         # (ragged slicing would give a RaggedTensorSpec that padded_batch rejects).
         return tf.data.Dataset.from_tensor_slices((starts, ends)).map(
-            lambda start, end: (words[start:end], flat_ids[start:end])
+            do_not_convert(lambda start, end: (words[start:end], flat_ids[start:end]))
         )
 
 

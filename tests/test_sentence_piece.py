@@ -14,8 +14,8 @@ import tokenizers
 import transformers
 from helpers import (
     AWKWARD,
-    assert_graph_unchecked,
     DATA,
+    assert_graph_unchecked,
     assert_same_as_reference,
     kjv_lines,
     reference_tokenizer,

@@ -47,6 +47,7 @@ def bucket_by_length(
             "the last boundary must be at least the longest example."
         )
 
+    @do_not_convert
     def length(*element):
         features = element[0]
         return tf.shape(features[length_key])[0]

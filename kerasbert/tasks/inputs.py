@@ -26,8 +26,11 @@ import numpy as np
 import tensorflow as tf
 # tf.data traces the functions it maps through AutoGraph, which rewrote this
 # package's Python source on every new pipeline: 1.5 s of the 1.75 s trace of
-# a packing map. Nothing here branches on tensors in Python, so every function
-# given to tf.data is traced as written (`do_not_convert`).
+# a packing map. No kerasbert function branches on tensors in Python, so every
+# function kerasbert gives tf.data is traced as written (`do_not_convert`),
+# and with it what it calls: a preprocessor subclass's methods too, as Keras
+# already traces every layer's `call` (write tensor-dependent branches there
+# with `tf.cond`).
 from tensorflow.autograph.experimental import do_not_convert
 
 from kerasbert.distribution import check_global_batch
@@ -345,7 +348,7 @@ def _whole_replica_batches(dataset, replicas, count, batch_size):
         batches = count // batch_size + (count % batch_size >= replicas)
     elif dataset.cardinality() >= 0:
         whole = dataset.map(do_not_convert(lambda *batch: tf.cast(rows(batch) >= replicas, tf.int64)))
-        batches = int(whole.reduce(tf.constant(0, tf.int64), lambda total, n: total + n))
+        batches = int(whole.reduce(tf.constant(0, tf.int64), do_not_convert(lambda total, n: total + n)))
     else:
         batches = None
     dataset = dataset.map(do_not_convert(cut)).filter(do_not_convert(lambda *batch: rows(batch) > 0))

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from kerasbert.utils.checks import check_id, check_string, show, token_ids
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
-from kerasbert.utils.ragged import add_to_rows, concat_rows, join_rows, regex_split_with_offsets, row_ids
+from kerasbert.utils.ragged import add_to_rows, concat_rows, join_rows, row_ids
 
 
 def to_string_tensor(inputs, name="inputs"):
@@ -63,6 +63,20 @@ def _encode(text):
     """str -> UTF-8 bytes; lone surrogates (not valid Unicode) become bytes
     that are invalid UTF-8, which the tokenizers replace with U+FFFD."""
     return text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+
+
+def regex_split_with_offsets(texts, pattern, keep_pattern):
+    """`tensorflow_text.regex_split_with_offsets` on `texts (batch,)`: the
+    pieces and their byte offsets, each ragged `(batch, None)` (int64
+    offsets), from the same kernel without the checks of its partition
+    (tensorflow-text's kernel module is private: the pin in pyproject.toml
+    keeps it where it is)."""
+    from tensorflow_text.python.ops.regex_split_ops import gen_regex_split_ops
+
+    pieces, begins, ends, splits = gen_regex_split_ops.regex_split_with_offsets(
+        tf.reshape(texts, [-1]), f"({pattern})".encode("utf-8"), f"({keep_pattern})".encode("utf-8")
+    )
+    return tuple(tf.RaggedTensor.from_row_splits(t, splits, validate=False) for t in (pieces, begins, ends))
 
 
 def split_keeping(texts, pattern):

@@ -10,10 +10,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.tokenizers.base import Tokenizer, utf8_length
+from kerasbert.tokenizers.base import Tokenizer, regex_split_with_offsets, utf8_length
 from kerasbert.tokenizers.unicode import _range_classes
 from kerasbert.utils.checks import check_bool, check_file, is_int, show
-from kerasbert.utils.ragged import concat_rows, regex_split_with_offsets, row_ids, row_positions
+from kerasbert.utils.ragged import concat_rows, row_ids, row_positions
 
 _TABLES = os.path.join(os.path.dirname(__file__), "data", "byte_level_unicode.npz")
 OTHER, LETTER, NUMBER, WHITESPACE = 0, 1, 2, 3

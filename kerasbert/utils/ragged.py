@@ -28,11 +28,18 @@ def row_positions(ragged):
 
 
 # Ragged tensors from partitions the graph itself computed. TensorFlow's
-# ragged ops (broadcasting, `concat(axis=1)`, `merge_dims`, `boolean_mask`,
-# and tensorflow-text's splitters) re-check those partitions with asserts,
+# ragged ops (broadcasting, `concat(axis=1)`, `merge_dims`, `boolean_mask`;
+# tensorflow-text's splitters too: see `tokenizers.base.regex_split_with_offsets`)
+# re-check those partitions with asserts,
 # each inside a `tf.cond`: 44 of them in the WordPiece tokenizer's graph.
 # Built unchecked here, that graph fell from 2,419 to 1,331 ops, and its
-# trace and first call from 2.1 to 0.7 s (docs/performance.md).
+# trace and first call from 2.1 to 0.7 s (docs/performance.md). They take
+# ragged tensors of one ragged dimension, `(rows, None)`.
+
+
+def _one_ragged_dimension(ragged, name):
+    if not isinstance(ragged, tf.RaggedTensor) or ragged.ragged_rank != 1:
+        raise ValueError(f"{name} must be a ragged (rows, None) tensor with one ragged dimension; got {ragged!r}.")
 
 
 def add_to_rows(ragged, values):
@@ -41,6 +48,7 @@ def add_to_rows(ragged, values):
     >>> add_to_rows(tf.ragged.constant([[1, 2], [], [3]]), tf.constant([10, 20, 30])).to_list()
     [[11, 12], [], [33]]
     """
+    _one_ragged_dimension(ragged, "ragged")
     return ragged.with_flat_values(ragged.flat_values + tf.gather(values, row_ids(ragged)))
 
 
@@ -53,6 +61,7 @@ def join_rows(ragged, outer_splits):
     >>> join_rows(tf.ragged.constant([[1, 2], [3], [], [4]], tf.int64), tf.constant([0, 2, 2, 4], tf.int64)).to_list()
     [[1, 2, 3], [], [4]]
     """
+    _one_ragged_dimension(ragged, "ragged")
     splits = tf.gather(ragged.row_splits, tf.cast(outer_splits, ragged.row_splits.dtype))
     return tf.RaggedTensor.from_row_splits(ragged.flat_values, splits, validate=False)
 
@@ -70,18 +79,21 @@ def splits_of_rows(value_rows, nrows):
 
 def concat_rows(*parts):
     """Row by row, each part's values in turn: ragged `(rows, None)`
-    tensors of the same rows (their row splits of one dtype) ->
-    `tf.concat(parts, axis=1)`.
+    tensors of the same rows -> `tf.concat(parts, axis=1)`, with int64 row
+    splits.
 
     >>> concat_rows(tf.ragged.constant([[1], [], [2, 3]]), tf.ragged.constant([[4], [5], []])).to_list()
     [[1, 4], [5], [2, 3]]
     """
-    lengths = [part.row_lengths() for part in parts]
-    splits = tf.concat([tf.zeros([1], lengths[0].dtype), tf.cumsum(tf.add_n(lengths))], 0)
+    for i, part in enumerate(parts):
+        _one_ragged_dimension(part, f"parts[{i}]")
+    lengths = [tf.cast(part.row_lengths(), tf.int64) for part in parts]
+    splits = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(tf.add_n(lengths))], 0)
     start = splits[:-1]  # where each row's next part begins
     positions = []
     for part, length in zip(parts, lengths):
-        positions.append(tf.cast(tf.gather(start, row_ids(part)) + row_positions(part), tf.int32))
+        at = tf.gather(start, row_ids(part)) + tf.cast(row_positions(part), tf.int64)
+        positions.append(tf.cast(at, tf.int32))
         start = start + length
     values = tf.dynamic_stitch(positions, [part.flat_values for part in parts])
     return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
@@ -93,6 +105,7 @@ def truncate_rows(ragged, lengths):
     >>> truncate_rows(tf.ragged.constant([[1, 2, 3], [4], [5, 6]]), tf.constant([2, 0, 5], tf.int64)).to_list()
     [[1, 2], [], [5, 6]]
     """
+    _one_ragged_dimension(ragged, "ragged")
     lengths = tf.cast(lengths, ragged.row_splits.dtype)
     keep = row_positions(ragged) < tf.gather(lengths, row_ids(ragged))
     return tf.RaggedTensor.from_row_lengths(
@@ -110,15 +123,3 @@ def column(value, rows, dtype=tf.int32):
     return tf.RaggedTensor.from_row_splits(
         tf.fill([rows], tf.constant(value, dtype)), tf.range(rows + 1), validate=False
     )
-
-
-def regex_split_with_offsets(texts, pattern, keep_pattern):
-    """`tensorflow_text.regex_split_with_offsets` on `texts (batch,)`: the
-    pieces and their byte offsets, each ragged `(batch, None)` (int64
-    offsets), from the same kernel without the checks of its partition."""
-    from tensorflow_text.python.ops.regex_split_ops import gen_regex_split_ops
-
-    pieces, begins, ends, splits = gen_regex_split_ops.regex_split_with_offsets(
-        tf.reshape(texts, [-1]), f"({pattern})".encode("utf-8"), f"({keep_pattern})".encode("utf-8")
-    )
-    return tuple(tf.RaggedTensor.from_row_splits(t, splits, validate=False) for t in (pieces, begins, ends))
