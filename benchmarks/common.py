@@ -2,11 +2,29 @@
 on `sys.path`)."""
 
 import resource
+import time
+
+import numpy as np
 
 
 def peak_rss_mb():
     """This process's peak resident memory so far, in MiB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def latency(call, texts, calls, warmup=0):
+    """Median and p90 ms of `call(text)` over `calls` single strings (taken
+    in turn from `texts`), after `warmup` untimed calls."""
+    pick = lambda i: texts[i % len(texts)]
+    for i in range(warmup):
+        call(pick(i))
+    times = []
+    for i in range(warmup, warmup + calls):
+        text = pick(i)
+        start = time.perf_counter()
+        call(text)
+        times.append(1000 * (time.perf_counter() - start))
+    return float(np.median(times)), float(np.percentile(times, 90))
 
 
 def system_jobs(systems, backends):

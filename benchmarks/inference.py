@@ -96,6 +96,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import latency as _latency
 from common import peak_rss_mb, system_jobs
 from finetuning import ROOT, checkpoint_directory, split
 
@@ -106,18 +107,8 @@ TRAIN, BATCH, MAX_TOKENS, WARMUP_EXAMPLES, WARMUP_CALLS = 4000, 32, 128, 64, 2
 
 
 def latency(call, texts, calls):
-    """Median and p90 ms of `call(text)` over `calls` single strings, after
-    `WARMUP_CALLS` untimed calls."""
-    pick = lambda i: texts[i % len(texts)]
-    for i in range(WARMUP_CALLS):
-        call(pick(i))
-    times = []
-    for i in range(WARMUP_CALLS, WARMUP_CALLS + calls):
-        text = pick(i)
-        start = time.perf_counter()
-        call(text)
-        times.append(1000 * (time.perf_counter() - start))
-    return float(np.median(times)), float(np.percentile(times, 90))
+    """`common.latency` after `WARMUP_CALLS` untimed calls."""
+    return _latency(call, texts, calls, warmup=WARMUP_CALLS)
 
 
 def throughput(predict, texts):

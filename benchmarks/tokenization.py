@@ -34,6 +34,7 @@ import time
 import tensorflow as tf
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from common import latency
 from helpers import DATA, gpt2_directory, kjv_lines, minilm_directory, rotten_tomatoes
 
 import kerasbert
@@ -99,18 +100,10 @@ def cold_start(ours, hf, texts, calls=50):
     ours(texts[:1])
     first = time.perf_counter() - start
 
-    def latency(fn):
-        times = []
-        for text in texts[:calls]:
-            start = time.perf_counter()
-            fn([text])
-            times.append(time.perf_counter() - start)
-        return 1000 * statistics.median(times)
-
     return {
         "kerasbert_first_call_s": first,
-        "kerasbert_one_string_ms": latency(ours),
-        "transformers_one_string_ms": latency(lambda x: hf(x, add_special_tokens=False)),
+        "kerasbert_one_string_ms": latency(lambda t: ours([t]), texts, calls)[0],
+        "transformers_one_string_ms": latency(lambda t: hf([t], add_special_tokens=False), texts, calls)[0],
     }
 
 
