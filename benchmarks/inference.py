@@ -18,10 +18,11 @@ transformers runs once, on torch. Model loading is never timed.
 
 * `kerasbert`: `TextClassifier.from_preset("all_minilm_l6_v2",
   num_classes=2, sequence_length=128)`; `predict` on the raw strings
-  (sorted by length; each batch padded to its longest row on torch and
-  TensorFlow, which run any shape (eager torch, TensorFlow's own kernels),
-  and to a few multiples of 8 fitted to the data under XLA on JAX; batches
-  of short rows hold more than 32 of them, up to 2,048 padded positions).
+  (on torch and TensorFlow, which run any shape (eager torch, TensorFlow's
+  own kernels), sorted by length, each batch padded to its longest row,
+  batches of short rows holding more than 32 of them, up to 2,048 padded
+  positions; under XLA on JAX, rows that pack several snippets each, 2,048
+  positions a batch, one shape: `kerasbert.tasks.packed_prediction`).
 * `keras_hub`: `keras_hub.models.BertTextClassifier.from_preset(<the
   checkpoint directory>, num_classes=2)` with a
   `BertTextClassifierPreprocessor` at `sequence_length=128` (it pads every

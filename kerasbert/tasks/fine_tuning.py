@@ -6,6 +6,7 @@ import itertools
 import numbers
 import os
 import warnings
+import weakref
 
 import keras
 import numpy as np
@@ -29,8 +30,19 @@ from kerasbert.tasks.inputs import (
     show,
     sorted_batches,
 )
-from kerasbert.tasks.task import TASK_FILE, TASK_WEIGHTS_FILE, Task, text_signature  # noqa: F401 (re-exported)
+from kerasbert.tasks.packed_prediction import packed_batches
+from kerasbert.tasks.task import (  # noqa: F401 (TASK_FILE, TASK_WEIGHTS_FILE, text_signature: re-exported)
+    TASK_FILE,
+    TASK_WEIGHTS_FILE,
+    Task,
+    encoder_inputs,
+    text_signature,
+)
 from kerasbert.utils.io import read_json
+
+
+# task -> {(documents, jit_compile): its packed predictor}
+_PACKED_PREDICTORS = weakref.WeakKeyDictionary()
 
 
 def _huggingface_head_config(cls, preset):
@@ -290,7 +302,11 @@ class FineTuningTask(Task):
         padded positions (`sorted_batches`); the outputs come back in the
         input's order, per-token outputs padded with zeros to the
         preprocessor's `sequence_length`. Up to `batch_size` examples are
-        packed as one batch by a traced function (`pack_batch`)."""
+        packed as one batch by a traced function (`pack_batch`). Where XLA
+        compiles the model (one program per input shape), a task with one
+        output per example (a classifier's, an embedder's) predicts instead
+        on rows of several examples each, one shape for all
+        (`kerasbert.tasks.packed_prediction`)."""
         if not isinstance(x, tf.data.Dataset) and not self._raw(x) or self.preprocessor is None:
             return super().predict(x, batch_size=batch_size, **kwargs)
         if isinstance(x, tf.data.Dataset):
@@ -303,10 +319,17 @@ class FineTuningTask(Task):
             features = pack_batch(self.preprocessor, x, shapes=self._padded_shapes(), input_names=tuple(self.input))
             return self.predict_batches([features])
         names = tuple(self.input)
-        batches, order = sorted_batches(
-            self.preprocessor, x, batch_size=batch_size, shapes=self._padded_shapes(), input_names=names,
-            check=lambda features: check_features(features, self._input_encoder(), names),
-        )
+
+        def check(features):
+            check_features(features, self._input_encoder(), names)
+
+        if self._padded_shapes() is not None and self._packs_predictions():
+            batches, where, documents = packed_batches(self.preprocessor, x, batch_size=batch_size,
+                                                       input_names=names, check=check)
+            outputs = self._predict_on(self._packed_predictor(documents), batches)  # (rows, documents, ...)
+            return keras.tree.map_structure(lambda a: a[where[:, 0], where[:, 1]], outputs)
+        batches, order = sorted_batches(self.preprocessor, x, batch_size=batch_size, shapes=self._padded_shapes(),
+                                        input_names=names, check=check)
         outputs = self.predict_batches(batches)
         rows = np.flatnonzero(order >= 0)  # filler rows (-1) are dropped
         inverse = np.empty(len(rows), np.int64)
@@ -329,20 +352,53 @@ class FineTuningTask(Task):
             if first is not None:
                 self._trace_for_any_length(tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), first))
                 batches = itertools.chain([first], batches)
+
+        def pad(p):  # (batch, seq, ...): seq padded to `width`
+            return np.pad(p, [(0, 0), (0, width - p.shape[1])] + [(0, 0)] * (p.ndim - 2))
+
+        return self._predict_on(self, batches, pad if self.per_token_outputs else None)
+
+    @staticmethod
+    def _predict_on(model, batches, pad=None):
+        """`model.predict_on_batch` on every batch of features (or
+        `(features, ...)`), each output `pad`ded, then concatenated."""
         collected = []
         with input_errors():
             for batch in batches:
                 features = batch[0] if isinstance(batch, tuple) else batch
-                collected.append(keras.tree.map_structure(np.asarray, self.predict_on_batch(features)))
-
-        def join(*parts):
-            if self.per_token_outputs:  # (batch, seq, ...): pad seq to `width`
-                parts = [np.pad(p, [(0, 0), (0, width - p.shape[1])] + [(0, 0)] * (p.ndim - 2)) for p in parts]
-            return np.concatenate(parts, axis=0)
-
+                outputs = keras.tree.map_structure(np.asarray, model.predict_on_batch(features))
+                collected.append(outputs if pad is None else keras.tree.map_structure(pad, outputs))
         if not collected:
             raise ValueError("there is nothing to predict: the input holds no examples.")
-        return keras.tree.map_structure(join, *collected)
+        return keras.tree.map_structure(lambda *parts: np.concatenate(parts, axis=0), *collected)
+
+    # -- prediction on packed rows (kerasbert.tasks.packed_prediction) ------
+
+    def _packed_outputs(self, sequence_output, padding_mask, documents):
+        """The task's outputs for each example of rows that pack several
+        (`padding_mask` numbering them 1 to at most `documents`): `(batch,
+        documents, ...)` from the encoder's `sequence_output`. Tasks with
+        one output per example define it; with it `predict` on a list packs
+        its examples into rows when XLA compiles the model (one program per
+        input shape): one shape, hardly any padding."""
+        raise NotImplementedError
+
+    def _packs_predictions(self):
+        return type(self)._packed_outputs is not FineTuningTask._packed_outputs
+
+    def _packed_predictor(self, documents):
+        """A model of this task's layers: packed features -> `_packed_outputs`,
+        compiled as the task is (one per `documents`, kept)."""
+        models = _PACKED_PREDICTORS.setdefault(self, {})
+        key = (documents, self.jit_compile)
+        if key not in models:
+            inputs = encoder_inputs(self.encoder)
+            sequence_output = self.encoder(inputs)["sequence_output"]  # (batch, seq, hidden)
+            outputs = self._packed_outputs(sequence_output, inputs["padding_mask"], documents)
+            model = keras.Model(inputs, outputs, name=f"{self.name}_packed")
+            model.compile(jit_compile=self.jit_compile)
+            models[key] = model
+        return models[key]
 
     def _trace_for_any_length(self, spec):
         """TensorFlow graphs: traces the predict function once for batches

@@ -13,7 +13,8 @@ from runs of shuffled examples sorted by length, and `predict` on lists
 sorts the examples by length (`sorted_batches`, which packs them eagerly,
 without tf.data; the outputs go back in order), so that batches hold rows of
 similar length and little padding; its batches of short rows hold more rows
-(`PREDICT_POSITIONS`).
+(`PREDICT_POSITIONS`). Under XLA, tasks with one output per example predict
+on packed rows instead (`kerasbert.tasks.packed_prediction`).
 """
 
 import contextlib
@@ -384,24 +385,8 @@ def sorted_batches(preprocessor, x, *, batch_size=32, shapes=None, input_names=N
     Returns `(batches, order)`, `batches` an iterator that packs as it goes.
     """
     batch_size = checked_batch_size(batch_size)
-    count = _example_count(x)
-    tokenized = preprocessor.tokenize_examples(x)
-    chunk = batch_size * max(1, PACKING_CHUNK // batch_size)  # whole batches
-
-    def pack(rows):  # rows: a slice or the indices of examples
-        ids = tf.nest.map_structure(lambda t: t[rows] if isinstance(rows, slice) else tf.gather(t, rows), tokenized)
-        features = preprocessor.pack_examples(ids)
-        features = features if input_names is None else select_inputs(features, input_names)
-        return {k: np.asarray(v) for k, v in features.items()}
-
-    lengths, first = [], None
-    for start in range(0, count, chunk):
-        features = pack(slice(start, start + chunk))
-        if check is not None:
-            check(features)
-        lengths.append(np.count_nonzero(features["padding_mask"], axis=1))
-        first = features if start == 0 else None  # kept when it is the only chunk
-    lengths = np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
+    pack, lengths, first, chunk = tokenized_lengths(preprocessor, x, batch_size=batch_size,
+                                                    input_names=input_names, check=check)
     by_length = np.argsort(lengths, kind="stable")
     boundaries = np.asarray(fitted_boundaries(lengths, preprocessor.sequence_length, shapes,
                                               shape_cost=SHAPE_COST))
@@ -431,6 +416,36 @@ def sorted_batches(preprocessor, x, *, batch_size=32, shapes=None, input_names=N
             group = last
 
     return batches(), order
+
+
+def tokenized_lengths(preprocessor, x, *, batch_size=32, input_names=None, check=None):
+    """The first pass of `predict` over in-memory raw examples: tokenized
+    once, packed `PACKING_CHUNK` at a time (whole batches) for their lengths
+    and `check(features)`. Returns `(pack, lengths, first, chunk)`:
+    `pack(rows)` packs the examples at `rows` (a slice or indices) as NumPy
+    features; `lengths` each example's packed length; `first` the packed
+    features of all of them when they were one chunk, else None; `chunk`
+    how many examples are packed at a time."""
+    batch_size = checked_batch_size(batch_size)
+    count = _example_count(x)
+    tokenized = preprocessor.tokenize_examples(x)
+    chunk = batch_size * max(1, PACKING_CHUNK // batch_size)  # whole batches
+
+    def pack(rows):
+        ids = tf.nest.map_structure(lambda t: t[rows] if isinstance(rows, slice) else tf.gather(t, rows), tokenized)
+        features = preprocessor.pack_examples(ids)
+        features = features if input_names is None else select_inputs(features, input_names)
+        return {k: np.asarray(v) for k, v in features.items()}
+
+    lengths, first = [], None
+    for start in range(0, count, chunk):
+        features = pack(slice(start, start + chunk))
+        if check is not None:
+            check(features)
+        lengths.append(np.count_nonzero(features["padding_mask"], axis=1))
+        first = features if start == 0 else None  # kept when it is the only chunk
+    lengths = np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
+    return pack, lengths, first, chunk
 
 
 def batch_plan(widths, batch_size, fill=False):

@@ -17,6 +17,12 @@ from kerasbert.tasks.task import EncoderAtPositions, check_dropout, check_encode
 _FAMILY_HEADS = {"roberta": "tanh", "electra": "gelu"}
 
 
+def _apply(layers, x):
+    for layer in layers:
+        x = layer(x)
+    return x
+
+
 @keras.saving.register_keras_serializable(package="kerasbert")
 class TextClassifier(FineTuningTask):
     """Classifies single sentences or sentence pairs, or scores them
@@ -105,28 +111,26 @@ class TextClassifier(FineTuningTask):
         inputs = encoder_inputs(encoder)
         if pooling == "mean":
             outputs = encoder(inputs)
+            x = Pooling("mean", dtype=policy, name="pooling")(outputs["sequence_output"], inputs["padding_mask"])
         else:
             # Only the first token is read: the last layer runs at that row alone.
             first = ops.zeros_like(inputs["padding_mask"][:, :1])  # (batch, 1)
             outputs = EncoderAtPositions(encoder, name=f"{encoder.name}_at_first_token")(inputs, first)
-        if pooling == "mean":
-            x = Pooling("mean", dtype=policy, name="pooling")(outputs["sequence_output"], inputs["padding_mask"])
-            if head_dense is not None:
-                x = head_dense(Dropout(dropout, dtype=policy, name="classifier_dense_dropout")(x))
-        elif head_dense is None:
-            x = outputs["pooled_output"]  # (batch, hidden)
-        else:
-            x = outputs["sequence_output"][:, 0, :]  # (batch, hidden): the first token
-            x = Dropout(dropout, dtype=policy, name="classifier_dense_dropout")(x)
-            x = head_dense(x)
-        x = Dropout(dropout, dtype=policy, name="classifier_dropout")(x)
-        logits = keras.layers.Activation("linear", dtype="float32", name="logits")(output_dense(x))
+            # (batch, hidden): the pooler's, or the first token
+            x = outputs["pooled_output"] if head_dense is None else outputs["sequence_output"][:, 0, :]
+        # The head, from the pooled vector (..., hidden) to the logits (..., num_classes).
+        head = [Dropout(dropout, dtype=policy, name="classifier_dense_dropout"), head_dense] if head_dense else []
+        head += [Dropout(dropout, dtype=policy, name="classifier_dropout"), output_dense,
+                 keras.layers.Activation("linear", dtype="float32", name="logits")]
+        logits = _apply(head, x)  # (batch, num_classes)
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
 
         # Config.
         self.encoder = encoder
         self.num_classes, self.labels = num_classes, labels
         self.head_dense, self.output_dense = head_dense, output_dense
+        self._head = lambda x: _apply(head, x)  # a function: not tracked, nothing saved
+        self._pooling = pooling
         self._set_preprocessor(preprocessor)
         if pooling == "mean" or head_dense is not None:  # the pooler is not read
             self._freeze_unused_pooler()
@@ -151,6 +155,13 @@ class TextClassifier(FineTuningTask):
         if len(names) == num_classes > 1 and names != [f"LABEL_{i}" for i in range(num_classes)]:
             return {"labels": names}
         return {"num_classes": num_classes}
+
+    def _packed_outputs(self, sequence_output, padding_mask, documents):
+        pool = Pooling(self._pooling, documents=documents, dtype=self.encoder.dtype_policy)
+        x = pool(sequence_output, padding_mask)  # (batch, documents, hidden)
+        if self._pooling == "cls" and self.head_dense is None and self.encoder.pooler:
+            x = self.encoder.pooler_dense(x)  # as `pooled_output`
+        return self._head(x)  # (batch, documents, num_classes)
 
     def _targets(self, raw=False):
         if self.num_classes == 1:

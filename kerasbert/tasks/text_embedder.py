@@ -59,6 +59,11 @@ class TextEmbedder(FineTuningTask):
             kwargs.setdefault(key, value)
         return kwargs
 
+    def _packed_outputs(self, sequence_output, padding_mask, documents):
+        pool = Pooling(self.pooling.pooling, self.pooling.normalize, documents=documents,
+                       dtype=self.pooling.dtype_policy)
+        return pool(sequence_output, padding_mask)  # (batch, documents, hidden)
+
     def _targets(self, raw=False):
         return Targets(None, "target vectors", rank=2, width=self.encoder.hidden_dim)
 

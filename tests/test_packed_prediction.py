@@ -1,0 +1,178 @@
+"""Prediction on packed rows (kerasbert.tasks.packed_prediction): the row
+packing, the batches it builds, per-document pooling, and the tasks' packed
+outputs against what the same model predicts on one example per row."""
+
+import keras
+import numpy as np
+import pytest
+from helpers import TINY, rotten_tomatoes
+
+import kerasbert
+from kerasbert.layers import Pooling
+from kerasbert.preprocessing import TextPreprocessor
+from kerasbert.tasks import fine_tuning, packed_prediction
+from kerasbert.tasks.packed_prediction import pack_rows, packed_batches, packed_width
+
+
+def first_fit_decreasing(lengths, width):
+    """The textbook algorithm, item by item: each into the first row it fits."""
+    rows, space = [], []
+    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        for r in range(len(rows)):
+            if space[r] >= lengths[index]:
+                rows[r].append(index)
+                space[r] -= lengths[index]
+                break
+        else:
+            rows.append([index])
+            space.append(width - lengths[index])
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pack_rows_packs_as_first_fit_decreasing(seed):
+    rng = np.random.default_rng(seed)
+    width = int(rng.choice([16, 64, 128]))
+    lengths = rng.integers(1, width + 1, size=int(rng.integers(1, 300))) // int(rng.choice([1, 4]))
+    lengths = np.maximum(lengths, 1)
+    rows = pack_rows(lengths, width, documents=width)
+    assert sorted(i for row in rows for i in row) == list(range(len(lengths)))  # each example once
+    assert all(sum(lengths[row]) <= width for row in rows)
+    reference = first_fit_decreasing(list(lengths), width)
+    assert len(rows) == len(reference)
+    assert sorted(sorted(lengths[row]) for row in rows) == sorted(sorted(lengths[row]) for row in reference)
+
+
+def test_pack_rows_holds_at_most_documents_a_row():
+    rows = pack_rows([1] * 50, width=128, documents=16)
+    assert [len(row) for row in rows] == [16, 16, 16, 2]
+    assert sorted(i for row in rows for i in row) == list(range(50))
+    assert pack_rows([], width=8, documents=2) == []
+    with pytest.raises(ValueError, match=r"every length must be in \[1, 8\]; got 1 to 9"):
+        pack_rows([1, 9], width=8, documents=2)
+
+
+def test_packed_width_is_a_default_boundary_or_the_sequence_length():
+    assert packed_width(30, 128) == 32 and packed_width(97, 128) == 128 and packed_width(129, 512) == 192
+    assert packed_width(100, 100) == 100
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return [text for text, _ in rotten_tomatoes()[:300]]
+
+
+@pytest.fixture(scope="module")
+def preprocessor(minilm_tokenizer):
+    return TextPreprocessor(minilm_tokenizer, sequence_length=64, pad_to_sequence_length=False)
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+@pytest.mark.parametrize("chunk", [4096, 40])  # one chunk; several, packed again as the batches go
+def test_packed_batches_place_every_example_whole_in_its_slot(preprocessor, texts, monkeypatch, pairs, chunk):
+    from kerasbert.tasks import inputs
+
+    monkeypatch.setattr(inputs, "PACKING_CHUNK", chunk)
+    x = (texts[:150], texts[150:]) if pairs else texts
+    checked = []
+    batches, where, documents = packed_batches(preprocessor, x, batch_size=16, check=checked.append)
+    batches = list(batches)
+    assert sum(len(f["token_ids"]) for f in checked) == len(texts) // (2 if pairs else 1)  # checked up front
+    alone = {k: np.asarray(v) for k, v in preprocessor(x).items()}  # each example packed alone
+    lengths = alone["padding_mask"].sum(axis=1)
+    width = packed_width(lengths.max(), 64)
+    assert documents == width // packed_prediction.DOCUMENT_TOKENS
+    assert {f["token_ids"].shape for f in batches} == {(2048 // width, width)}  # one shape: one program
+    rows = {k: np.concatenate([f[k] for f in batches]) for k in batches[0]}
+    assert sorted(rows) == sorted(alone)
+    assert len(set(map(tuple, where))) == len(lengths)  # one slot each
+    assert where[:, 1].max() < documents
+    for i, (row, slot) in enumerate(where):
+        columns = np.flatnonzero(rows["padding_mask"][row] == slot + 1)
+        assert len(columns) == lengths[i] and (np.diff(columns) == 1).all()  # whole and contiguous
+        for key in ("token_ids", "segment_ids"):
+            np.testing.assert_array_equal(rows[key][row, columns], alone[key][i, :lengths[i]])
+    per_batch = len(batches[0]["token_ids"])
+    used = where[:, 0].max() + 1  # rows holding examples; the others fill up the last batch
+    assert len(rows["token_ids"]) - used < per_batch
+    for key in rows:  # filler rows: copies of the last batch's first row
+        assert (rows[key][used:] == batches[-1][key][0]).all()
+    assert (rows["padding_mask"][:used] > 0).sum() == lengths.sum()  # nothing else in the used rows
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_pooling_per_document_pools_each_example_as_alone(pooling):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 7, 3)).astype("float32")
+    mask = np.array([[1, 1, 1, 2, 2, 3, 0], [1, 1, 1, 1, 1, 1, 1]])
+    pooled = np.asarray(Pooling(pooling, normalize=True, documents=4)(x, mask))
+    assert pooled.shape == (2, 4, 3)
+    alone = Pooling(pooling, normalize=True)
+    for row, document, (begin, end) in [(0, 0, (0, 3)), (0, 1, (3, 5)), (0, 2, (5, 6)), (1, 0, (0, 7))]:
+        np.testing.assert_allclose(pooled[row, document], np.asarray(alone(x[row:row + 1, begin:end],
+                                                                           np.ones((1, end - begin))))[0], atol=1e-6)
+    np.testing.assert_array_equal(pooled[0, 3], 0)  # slots with no example
+    np.testing.assert_array_equal(pooled[1, 1:], 0)
+    assert Pooling(pooling, documents=4).compute_output_shape((2, 7, 3), (2, 7)) == (2, 4, 3)
+    for bad in (0, True, 2.0):
+        with pytest.raises(ValueError, match="documents must be a positive integer or None"):
+            Pooling(pooling, documents=bad)
+    assert Pooling.from_config(Pooling(pooling, documents=4).get_config()).documents == 4
+
+
+def tiny_task(kind, preprocessor, **kwargs):
+    encoder = kerasbert.Encoder(**{**TINY, "vocabulary_size": 30522, "hidden_dim": 16, "num_layers": 2,
+                                   "num_segments": 2, "max_sequence_length": 128, "initializer_range": 0.3,
+                                   **kwargs.pop("encoder", {})})
+    if kind == "embedder":
+        return kerasbert.TextEmbedder(encoder, preprocessor=preprocessor, **kwargs)
+    return kerasbert.TextClassifier(encoder, num_classes=3, preprocessor=preprocessor, **kwargs)
+
+
+@pytest.mark.parametrize("kind, options", [
+    ("classifier", {"pooling": "mean"}),
+    ("classifier", {"pooling": "cls"}),  # the encoder's pooler
+    ("classifier", {"pooling": "cls", "hidden_dim": 8, "encoder": {"pooler": False}}),  # a head of its own
+    # RoBERTa's layout: no segments, positions offset by 2
+    ("classifier", {"pooling": "cls", "hidden_dim": 8, "encoder": {"pooler": False, "num_segments": 0,
+                                                                   "position_offset": 2}}),
+    ("embedder", {"pooling": "mean", "normalize": True}),
+    ("embedder", {"pooling": "cls"}),
+])
+@pytest.mark.parametrize("pairs", [False, True])
+def test_predict_on_packed_rows_gives_each_example_its_own_outputs(preprocessor, texts, monkeypatch, kind, options,
+                                                                   pairs):
+    if kind == "embedder" and pairs:
+        pytest.skip("an embedder takes single texts")
+    keras.utils.set_random_seed(0)
+    model = tiny_task(kind, preprocessor, **options)
+    x = (texts[:40], texts[40:80]) if pairs else texts[:80]
+    # One example per row, as sorted batches: the reference.
+    monkeypatch.setattr(fine_tuning.FineTuningTask, "_packs_predictions", lambda self: False)
+    expected = model.predict(x, batch_size=8)
+    monkeypatch.undo()
+    # Packed rows, whatever the backend compiles (XLA packs them: below).
+    monkeypatch.setattr(fine_tuning.FineTuningTask, "_padded_shapes", lambda self: 4)
+    packed = []
+    spy = packed_prediction.packed_batches
+    monkeypatch.setattr(fine_tuning, "packed_batches", lambda *a, **k: packed.append(1) or spy(*a, **k))
+    actual = model.predict(x, batch_size=8)
+    assert packed, "predict did not pack its rows"
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, atol=2e-5)
+
+
+def test_predict_packs_rows_where_xla_compiles_the_model(preprocessor, texts, monkeypatch):
+    model = tiny_task("classifier", preprocessor, pooling="mean")
+    packed = []
+    spy = packed_prediction.packed_batches
+    monkeypatch.setattr(fine_tuning, "packed_batches", lambda *a, **k: packed.append(1) or spy(*a, **k))
+    model.compile(jit_compile=False)
+    eager = model.predict(texts[:40])
+    assert not packed  # eager steps take any shape: sorted batches, each padded to its longest row
+    if keras.backend.backend() == "torch":
+        return  # jit_compile=True is torch.compile there: too slow for this suite
+    model.compile(jit_compile=True)
+    np.testing.assert_allclose(model.predict(texts[:40]), eager, atol=2e-5)
+    assert packed == [1]
+    assert [m.jit_compile for m in fine_tuning._PACKED_PREDICTORS[model].values()] == [True]
