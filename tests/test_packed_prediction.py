@@ -69,10 +69,12 @@ def preprocessor(minilm_tokenizer):
 
 @pytest.mark.parametrize("pairs", [False, True])
 @pytest.mark.parametrize("chunk", [4096, 40])  # one chunk; several, packed again as the batches go
-def test_packed_batches_place_every_example_whole_in_its_slot(preprocessor, texts, monkeypatch, pairs, chunk):
+@pytest.mark.parametrize("cap", [128, 24])  # one width; two (the examples past 24 tokens in wider rows)
+def test_packed_batches_place_every_example_whole_in_its_slot(preprocessor, texts, monkeypatch, pairs, chunk, cap):
     from kerasbert.tasks import inputs
 
     monkeypatch.setattr(inputs, "PACKING_CHUNK", chunk)
+    monkeypatch.setattr(packed_prediction, "PACKED_WIDTH", cap)
     x = (texts[:150], texts[150:]) if pairs else texts
     checked = []
     batches, where, documents = packed_batches(preprocessor, x, batch_size=16, check=checked.append)
@@ -80,24 +82,32 @@ def test_packed_batches_place_every_example_whole_in_its_slot(preprocessor, text
     assert sum(len(f["token_ids"]) for f in checked) == len(texts) // (2 if pairs else 1)  # checked up front
     alone = {k: np.asarray(v) for k, v in preprocessor(x).items()}  # each example packed alone
     lengths = alone["padding_mask"].sum(axis=1)
-    width = packed_width(lengths.max(), 64)
-    assert documents == width // packed_prediction.DOCUMENT_TOKENS
-    assert {f["token_ids"].shape for f in batches} == {(2048 // width, width)}  # one shape: one program
-    rows = {k: np.concatenate([f[k] for f in batches]) for k in batches[0]}
-    assert sorted(rows) == sorted(alone)
+    short = lengths <= cap
+    widths = [packed_width(lengths[short].max(), 64)] + ([packed_width(lengths[~short].max(), 64)] if cap < 64 else [])
+    assert (~short).any() == (cap < 64)
+    assert documents == min(widths[0], cap) // packed_prediction.DOCUMENT_TOKENS
+    # One shape per width: one program each; a batch holds at least batch_size rows.
+    assert {f["token_ids"].shape for f in batches} == {(max(16, 2048 // w), w) for w in widths}
+    rows = [({k: f[k][r] for k in f}, b) for b, f in enumerate(batches) for r in range(len(f["token_ids"]))]
+    assert sorted(rows[0][0]) == sorted(alone)
     assert len(set(map(tuple, where))) == len(lengths)  # one slot each
     assert where[:, 1].max() < documents
     for i, (row, slot) in enumerate(where):
-        columns = np.flatnonzero(rows["padding_mask"][row] == slot + 1)
+        features = rows[row][0]
+        assert len(features["token_ids"]) == widths[0 if short[i] else 1]
+        columns = np.flatnonzero(features["padding_mask"] == slot + 1)
         assert len(columns) == lengths[i] and (np.diff(columns) == 1).all()  # whole and contiguous
         for key in ("token_ids", "segment_ids"):
-            np.testing.assert_array_equal(rows[key][row, columns], alone[key][i, :lengths[i]])
-    per_batch = len(batches[0]["token_ids"])
-    used = where[:, 0].max() + 1  # rows holding examples; the others fill up the last batch
-    assert len(rows["token_ids"]) - used < per_batch
-    for key in rows:  # filler rows: copies of the last batch's first row
-        assert (rows[key][used:] == batches[-1][key][0]).all()
-    assert (rows["padding_mask"][:used] > 0).sum() == lengths.sum()  # nothing else in the used rows
+            np.testing.assert_array_equal(features[key][columns], alone[key][i, :lengths[i]])
+    used = set(where[:, 0].tolist())
+    assert sum((rows[r][0]["padding_mask"] > 0).sum() for r in used) == lengths.sum()  # nothing else in them
+    filled = {rows[r][1] for r in range(len(rows)) if r not in used}
+    last_of_width = {max(b for b, f in enumerate(batches) if f["token_ids"].shape[1] == w) for w in widths}
+    assert filled <= last_of_width  # filler rows only in each width's last batch ...
+    for r in set(range(len(rows))) - used:  # ... copies of its first row
+        batch = batches[rows[r][1]]
+        for key, value in rows[r][0].items():
+            np.testing.assert_array_equal(value, batch[key][0])
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])

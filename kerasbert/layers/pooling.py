@@ -66,11 +66,11 @@ class Pooling(keras.layers.Layer):
         return pooled
 
     def _per_document(self, x, padding_mask, documents):
-        ids = ops.arange(1, documents + 1, dtype=padding_mask.dtype)
-        member = ops.cast(ops.equal(padding_mask[:, :, None], ids), "float32")  # (batch, seq, documents)
+        ids = ops.arange(1, documents + 1, dtype="int32")  # (documents,)
+        member = ops.equal(ops.cast(padding_mask, "int32")[:, :, None], ids)
+        member = ops.cast(member, "float32")  # (batch, seq, documents): 1 at each document's tokens
         if self.pooling == "cls":  # each document's first token
-            before = ops.pad(padding_mask[:, :-1], [[0, 0], [1, 0]])  # (batch, seq): the id one token before
-            member = member * ops.cast(ops.not_equal(padding_mask, before), "float32")[:, :, None]
+            member = member * ops.cast(ops.equal(ops.cumsum(member, axis=1), 1.0), "float32")
             return ops.einsum("bsd,bsh->bdh", member, x)  # (batch, documents, hidden)
         total = ops.einsum("bsd,bsh->bdh", member, x)  # (batch, documents, hidden)
         return total / ops.maximum(ops.sum(member, axis=1), 1e-9)[:, :, None]

@@ -142,6 +142,7 @@ class FineTuningTask(Task):
         `learning_rate`, `head_learning_rate_multiplier`, `layer_decay`,
         `weight_decay`, `warmup_fraction` and `accumulation_steps` set the
         recipe (see `kerasbert.optimizers.finetuning_optimizer`)."""
+        _PACKED_PREDICTORS.pop(self, None)  # compiled anew with the task
         recipe = dict(self.recipe_defaults)
         given = {"learning_rate": learning_rate, "head_learning_rate_multiplier": head_learning_rate_multiplier,
                  "layer_decay": layer_decay, "weight_decay": weight_decay, "warmup_fraction": warmup_fraction}
@@ -302,10 +303,11 @@ class FineTuningTask(Task):
         padded positions (`sorted_batches`); the outputs come back in the
         input's order, per-token outputs padded with zeros to the
         preprocessor's `sequence_length`. Up to `batch_size` examples are
-        packed as one batch by a traced function (`pack_batch`). Where XLA
-        compiles the model (one program per input shape), a task with one
-        output per example (a classifier's, an embedder's) predicts instead
-        on rows of several examples each, one shape for all
+        packed as one batch by a traced function (`pack_batch`). Where the
+        model is compiled per input shape (XLA; `torch.compile` under
+        `jit_compile=True`), a task with one output per example (a
+        classifier's, an embedder's) predicts instead on rows that pack
+        several examples each, in one or two shapes
         (`kerasbert.tasks.packed_prediction`)."""
         if not isinstance(x, tf.data.Dataset) and not self._raw(x) or self.preprocessor is None:
             return super().predict(x, batch_size=batch_size, **kwargs)
@@ -379,8 +381,8 @@ class FineTuningTask(Task):
         (`padding_mask` numbering them 1 to at most `documents`): `(batch,
         documents, ...)` from the encoder's `sequence_output`. Tasks with
         one output per example define it; with it `predict` on a list packs
-        its examples into rows when XLA compiles the model (one program per
-        input shape): one shape, hardly any padding."""
+        its examples into rows where the model is compiled per input shape:
+        one or two shapes, hardly any padding."""
         raise NotImplementedError
 
     def _packs_predictions(self):
@@ -388,7 +390,8 @@ class FineTuningTask(Task):
 
     def _packed_predictor(self, documents):
         """A model of this task's layers: packed features -> `_packed_outputs`,
-        compiled as the task is (one per `documents`, kept)."""
+        compiled as the task is (one per `documents`, kept until the task is
+        compiled again)."""
         models = _PACKED_PREDICTORS.setdefault(self, {})
         key = (documents, self.jit_compile)
         if key not in models:

@@ -1,25 +1,30 @@
-"""Prediction on packed rows: several examples to a row, one input shape.
+"""Prediction on packed rows: several examples to a row, few input shapes.
 
-A model that XLA compiles once per input shape (JAX; TensorFlow or torch
-with `jit_compile=True`) predicts on sorted batches padded to a few lengths
-(`kerasbert.tasks.inputs.sorted_batches`): one compilation per length, and
-positions of padding between the lengths. A task whose outputs are one per
-example (a classifier's logits, an embedder's vector) predicts instead on
-rows that pack several examples each: the padding mask numbers them 1, 2,
-3, ..., so that `kerasbert.Encoder` keeps every token's attention and
-position inside its own example (each example's outputs are what they are
-alone, to float rounding), and the task pools each example's tokens apart
-(`kerasbert.layers.Pooling(..., documents=n)`). Every batch then has one
-shape, `(PREDICT_POSITIONS // width, width)`, and holds few padded positions.
+A model compiled once per input shape (XLA on JAX and TensorFlow; torch
+under `jit_compile=True`, `torch.compile`) predicts on sorted batches
+padded to a few lengths (`kerasbert.tasks.inputs.sorted_batches`): one
+compilation per length, and positions of padding between the lengths. A
+task whose outputs are one per example (a classifier's logits, an embedder's
+vector) predicts instead on rows that pack several examples each: the
+padding mask numbers them 1, 2, 3, ..., so that `kerasbert.Encoder` keeps
+every token's attention and position inside its own example (each example's
+outputs are what they are alone, to float rounding), and the task pools each
+example's tokens apart (`kerasbert.layers.Pooling(..., documents=n)`). Rows
+are one width, or two when some examples are longer than `PACKED_WIDTH`:
+one or two shapes per call, and few padded positions.
 """
 
 import numpy as np
 
-from kerasbert.tasks.inputs import DEFAULT_BOUNDARIES, PREDICT_POSITIONS, tokenized_lengths
+from kerasbert.tasks.inputs import DEFAULT_BOUNDARIES, PREDICT_POSITIONS, checked_batch_size, tokenized_lengths
 
-# A row holds at most `width // DOCUMENT_TOKENS` examples: the slots a task's
-# packed outputs have per row, `(rows, documents, ...)`.
-DOCUMENT_TOKENS = 8
+# Rows are at most this wide, except the rows of examples that are longer
+# (a second width): every token attends over its whole row (masked), so one
+# long example would make every row cost its width.
+PACKED_WIDTH = 128
+# A row holds at most `min(width, PACKED_WIDTH) // DOCUMENT_TOKENS` examples:
+# the slots of a task's packed outputs, `(rows, documents, ...)`.
+DOCUMENT_TOKENS = 4
 
 
 def packed_width(longest, sequence_length):
@@ -32,9 +37,9 @@ def packed_width(longest, sequence_length):
 def pack_rows(lengths, width, documents):
     """The examples of these `lengths` (tokens, each at most `width`) packed
     into rows of `width` tokens and at most `documents` examples: a list of
-    rows, each a list of example indices. Longest first, each row filled by
-    the longest examples left that fit (best fit decreasing), in
-    `O(len(lengths) + rows * width)`.
+    rows, each a list of example indices. One row at a time, longest example
+    first, filled with the longest examples left that fit: the rows of
+    first-fit decreasing, in `O(len(lengths) + rows * width)`.
 
     >>> pack_rows([5, 3, 8, 2, 6], width=10, documents=4)
     [[2, 3], [4, 1], [0]]
@@ -67,32 +72,50 @@ def pack_rows(lengths, width, documents):
 
 def packed_batches(preprocessor, x, *, batch_size=32, input_names=None, check=None):
     """In-memory raw examples as batches of packed rows, for a task's
-    packed outputs. Returns `(batches, where, documents)`: `batches` an
-    iterator of feature dicts `(rows, width)` (every batch the same shape;
-    the last one filled up with copies of its first row), whose `padding_mask` numbers
-    each row's examples 1 to at most `documents`; and `where`, `(count, 2)`:
-    example `i` is document `where[i, 1] + 1` of row `where[i, 0]`, counting
-    the rows of all batches in sequence.
+    packed outputs. Returns `(batches, where, documents)`:
+
+    - `batches`, an iterator of feature dicts `(rows, width)`, whose
+      `padding_mask` numbers each row's examples 1 to at most `documents`.
+      The examples of at most `PACKED_WIDTH` tokens are packed in rows of the
+      width that holds the longest of them (`packed_width`), the longer ones
+      (if any) in rows of the width that holds theirs; a batch holds
+      `max(batch_size, PREDICT_POSITIONS // width)` rows, each width's last
+      one filled up with copies of its first row: one shape per width.
+    - `where`, `(count, 2)`: example `i` is document `where[i, 1] + 1` of
+      row `where[i, 0]`, counting the rows of all batches in sequence.
 
     The examples are tokenized and packed once, for their lengths (and
     `check`), as `sorted_batches` does; each batch's rows are then built
-    from the packed features of its examples (`batch_size` sets how many are
-    packed at a time, in chunks).
+    from the examples packed alone, a chunk of examples at a time
+    (`tokenized_lengths`).
     """
+    batch_size = checked_batch_size(batch_size)
+
+    def rows_per_batch(width):
+        return max(batch_size, PREDICT_POSITIONS // width)
+
     pack, lengths, first, chunk = tokenized_lengths(preprocessor, x, batch_size=batch_size,
                                                     input_names=input_names, check=check)
+    lengths = np.maximum(lengths, 1)  # never 0: the packer adds special tokens
     sequence_length = preprocessor.sequence_length
-    width = packed_width(int(lengths.max()) if lengths.size else 1, sequence_length)
-    documents = max(1, width // DOCUMENT_TOKENS)
-    rows = pack_rows(np.maximum(lengths, 1), width, documents)
-    per_batch = max(1, PREDICT_POSITIONS // width)
+    groups = [g for g in (np.flatnonzero(lengths <= PACKED_WIDTH), np.flatnonzero(lengths > PACKED_WIDTH)) if g.size]
+    widths = [packed_width(int(lengths[g].max()), sequence_length) for g in groups]
+    documents = max(1, min(widths[0] if widths else 1, PACKED_WIDTH) // DOCUMENT_TOKENS)
+    plan = []  # (width, rows of the batch: lists of example indices)
     where = np.zeros((len(lengths), 2), np.int64)
-    for r, row in enumerate(rows):
-        where[row, 0], where[row, 1] = r, np.arange(len(row))
+    for group, width in zip(groups, widths):
+        rows = [group[row] for row in pack_rows(lengths[group], width, documents)]
+        plan += [(width, rows[begin:begin + rows_per_batch(width)])
+                 for begin in range(0, len(rows), rows_per_batch(width))]
+    row = 0  # the first row of each batch, counting all batches' rows
+    for width, batch_rows in plan:
+        for r, examples in enumerate(batch_rows):
+            where[examples, 0], where[examples, 1] = row + r, np.arange(len(examples))
+        row += rows_per_batch(width)
 
-    def place(features, batch_rows):
+    def place(features, width, batch_rows):
         """One batch: the packed features of its examples, in row order,
-        placed token by token into `(per_batch, width)` rows."""
+        placed token by token into `(rows, width)`."""
         counts = [len(row) for row in batch_rows]
         real = features["padding_mask"] > 0  # (examples, sequence_length)
         sizes = real.sum(axis=1)
@@ -105,28 +128,27 @@ def packed_batches(preprocessor, x, *, batch_size=32, input_names=None, check=No
         token_column = column[example] + np.arange(len(example)) - starts[example]
         batch = {}
         for key, value in features.items():
-            packed = np.zeros((per_batch, width), value.dtype)
+            packed = np.zeros((rows_per_batch(width), width), value.dtype)
             packed[row_of[example], token_column] = (document[example] if key == "padding_mask"
                                                      else value[example, position])
-            packed[len(batch_rows):] = packed[0]  # filler rows (the last batch): copies of the first
+            packed[len(batch_rows):] = packed[0]  # filler rows (a width's last batch): copies of the first
             batch[key] = packed
         return batch
 
     def batches():
-        plan = [rows[begin:begin + per_batch] for begin in range(0, len(rows), per_batch)]
         group = 0
         while group < len(plan):
             # Consecutive batches of at most `chunk` examples in all (at least one), packed at once.
-            last, count = group + 1, sum(map(len, plan[group]))
-            while last < len(plan) and count + sum(map(len, plan[last])) <= chunk:
-                count += sum(map(len, plan[last]))
+            last, count = group + 1, sum(map(len, plan[group][1]))
+            while last < len(plan) and count + sum(map(len, plan[last][1])) <= chunk:
+                count += sum(map(len, plan[last][1]))
                 last += 1
-            examples = np.concatenate([np.asarray(row, np.int64) for batch in plan[group:last] for row in batch])
+            examples = np.concatenate([row for _, batch_rows in plan[group:last] for row in batch_rows])
             features = {k: v[examples] for k, v in first.items()} if first is not None else pack(examples)
             offset = 0
-            for batch_rows in plan[group:last]:
+            for width, batch_rows in plan[group:last]:
                 n = sum(map(len, batch_rows))
-                yield place({k: v[offset:offset + n] for k, v in features.items()}, batch_rows)
+                yield place({k: v[offset:offset + n] for k, v in features.items()}, width, batch_rows)
                 offset += n
             group = last
 

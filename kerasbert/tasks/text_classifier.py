@@ -119,7 +119,9 @@ class TextClassifier(FineTuningTask):
             # (batch, hidden): the pooler's, or the first token
             x = outputs["pooled_output"] if head_dense is None else outputs["sequence_output"][:, 0, :]
         # The head, from the pooled vector (..., hidden) to the logits (..., num_classes).
-        head = [Dropout(dropout, dtype=policy, name="classifier_dense_dropout"), head_dense] if head_dense else []
+        head = []
+        if head_dense is not None:
+            head = [Dropout(dropout, dtype=policy, name="classifier_dense_dropout"), head_dense]
         head += [Dropout(dropout, dtype=policy, name="classifier_dropout"), output_dense,
                  keras.layers.Activation("linear", dtype="float32", name="logits")]
         logits = _apply(head, x)  # (batch, num_classes)
@@ -130,7 +132,6 @@ class TextClassifier(FineTuningTask):
         self.num_classes, self.labels = num_classes, labels
         self.head_dense, self.output_dense = head_dense, output_dense
         self._head = lambda x: _apply(head, x)  # a function: not tracked, nothing saved
-        self._pooling = pooling
         self._set_preprocessor(preprocessor)
         if pooling == "mean" or head_dense is not None:  # the pooler is not read
             self._freeze_unused_pooler()
@@ -157,9 +158,10 @@ class TextClassifier(FineTuningTask):
         return {"num_classes": num_classes}
 
     def _packed_outputs(self, sequence_output, padding_mask, documents):
-        pool = Pooling(self._pooling, documents=documents, dtype=self.encoder.dtype_policy)
+        pooling = self._task_config["pooling"]
+        pool = Pooling(pooling, documents=documents, dtype=self.encoder.dtype_policy)
         x = pool(sequence_output, padding_mask)  # (batch, documents, hidden)
-        if self._pooling == "cls" and self.head_dense is None and self.encoder.pooler:
+        if pooling == "cls" and self.head_dense is None and self.encoder.pooler:
             x = self.encoder.pooler_dense(x)  # as `pooled_output`
         return self._head(x)  # (batch, documents, num_classes)
 
