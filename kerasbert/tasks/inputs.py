@@ -448,6 +448,12 @@ def tokenized_lengths(preprocessor, x, *, batch_size=32, input_names=None, check
     return pack, lengths, first, chunk
 
 
+def rows_per_batch(width, batch_size):
+    """The rows `predict` puts in a batch of rows `width` tokens wide: at
+    least `batch_size`, more while they fit in `PREDICT_POSITIONS`."""
+    return max(batch_size, PREDICT_POSITIONS // max(int(width), 1))
+
+
 def batch_plan(widths, batch_size, fill=False):
     """The batches `predict` makes of examples padded to `widths` (tokens,
     in ascending order): `(begin, end, width, rows)` for each, the examples
@@ -463,24 +469,21 @@ def batch_plan(widths, batch_size, fill=False):
     >>> batch_plan([100] * 30 + [300] * 10, batch_size=2, fill=True)[1]
     (20, 30, 100, 20)
     """
-    def rows_for(width):
-        return max(batch_size, PREDICT_POSITIONS // max(int(width), 1))
-
     plan, begin, count = [], 0, len(widths)
     while begin < count:
-        # k examples fit when k <= rows_for(the k-th one's width); as the
-        # widths only grow, rows_for only shrinks: the ones that fit are a
+        # k examples fit when k <= rows_per_batch(the k-th one's width); as the
+        # widths only grow, it only shrinks: the ones that fit are a
         # prefix, found by bisection.
-        low, high = 1, min(count - begin, rows_for(widths[begin]))
+        low, high = 1, min(count - begin, rows_per_batch(widths[begin], batch_size))
         while low < high:
             middle = (low + high + 1) // 2
-            if middle <= rows_for(widths[begin + middle - 1]):
+            if middle <= rows_per_batch(widths[begin + middle - 1], batch_size):
                 low = middle
             else:
                 high = middle - 1
         end = begin + low
         width = int(widths[end - 1])
-        plan.append((begin, end, width, rows_for(width) if fill else end - begin))
+        plan.append((begin, end, width, rows_per_batch(width, batch_size) if fill else end - begin))
         begin = end
     return plan
 

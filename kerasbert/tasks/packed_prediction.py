@@ -16,7 +16,7 @@ one or two shapes per call, and few padded positions.
 
 import numpy as np
 
-from kerasbert.tasks.inputs import DEFAULT_BOUNDARIES, PREDICT_POSITIONS, checked_batch_size, tokenized_lengths
+from kerasbert.tasks.inputs import checked_batch_size, length_boundaries, rows_per_batch, tokenized_lengths
 
 # Rows are at most this wide, except the rows of examples that are longer
 # (a second width): every token attends over its whole row (masked), so one
@@ -28,10 +28,10 @@ DOCUMENT_TOKENS = 4
 
 
 def packed_width(longest, sequence_length):
-    """The row width for examples of at most `longest` tokens: the smallest
-    of `DEFAULT_BOUNDARIES` that holds them, or `sequence_length` (a few
-    widths, so that few programs are compiled across calls)."""
-    return min([b for b in DEFAULT_BOUNDARIES if b >= longest] + [int(sequence_length)])
+    """The row width for examples of at most `longest` tokens (at most
+    `sequence_length`): the smallest of `length_boundaries` that holds them
+    (a few widths, so that few programs are compiled across calls)."""
+    return min(b for b in length_boundaries(sequence_length) if b >= longest)
 
 
 def pack_rows(lengths, width, documents):
@@ -79,7 +79,7 @@ def packed_batches(preprocessor, x, *, batch_size=32, input_names=None, check=No
       The examples of at most `PACKED_WIDTH` tokens are packed in rows of the
       width that holds the longest of them (`packed_width`), the longer ones
       (if any) in rows of the width that holds theirs; a batch holds
-      `max(batch_size, PREDICT_POSITIONS // width)` rows, each width's last
+      `rows_per_batch(width, batch_size)` rows, each width's last
       one filled up with copies of its first row: one shape per width.
     - `where`, `(count, 2)`: example `i` is document `where[i, 1] + 1` of
       row `where[i, 0]`, counting the rows of all batches in sequence.
@@ -90,10 +90,6 @@ def packed_batches(preprocessor, x, *, batch_size=32, input_names=None, check=No
     (`tokenized_lengths`).
     """
     batch_size = checked_batch_size(batch_size)
-
-    def rows_per_batch(width):
-        return max(batch_size, PREDICT_POSITIONS // width)
-
     pack, lengths, first, chunk = tokenized_lengths(preprocessor, x, batch_size=batch_size,
                                                     input_names=input_names, check=check)
     lengths = np.maximum(lengths, 1)  # never 0: the packer adds special tokens
@@ -105,13 +101,13 @@ def packed_batches(preprocessor, x, *, batch_size=32, input_names=None, check=No
     where = np.zeros((len(lengths), 2), np.int64)
     for group, width in zip(groups, widths):
         rows = [group[row] for row in pack_rows(lengths[group], width, documents)]
-        plan += [(width, rows[begin:begin + rows_per_batch(width)])
-                 for begin in range(0, len(rows), rows_per_batch(width))]
+        plan += [(width, rows[begin:begin + rows_per_batch(width, batch_size)])
+                 for begin in range(0, len(rows), rows_per_batch(width, batch_size))]
     row = 0  # the first row of each batch, counting all batches' rows
     for width, batch_rows in plan:
         for r, examples in enumerate(batch_rows):
             where[examples, 0], where[examples, 1] = row + r, np.arange(len(examples))
-        row += rows_per_batch(width)
+        row += rows_per_batch(width, batch_size)
 
     def place(features, width, batch_rows):
         """One batch: the packed features of its examples, in row order,
@@ -128,7 +124,7 @@ def packed_batches(preprocessor, x, *, batch_size=32, input_names=None, check=No
         token_column = column[example] + np.arange(len(example)) - starts[example]
         batch = {}
         for key, value in features.items():
-            packed = np.zeros((rows_per_batch(width), width), value.dtype)
+            packed = np.zeros((rows_per_batch(width, batch_size), width), value.dtype)
             packed[row_of[example], token_column] = (document[example] if key == "padding_mask"
                                                      else value[example, position])
             packed[len(batch_rows):] = packed[0]  # filler rows (a width's last batch): copies of the first
