@@ -7,7 +7,7 @@ Examples:
 4385920
 """
 
-from kerasbert import convert, layers, metrics, optimizers, preprocessing, readers, tasks, tokenizers
+from kerasbert import convert, layers, losses, metrics, optimizers, preprocessing, readers, tasks, tokenizers
 from kerasbert.encoder import Encoder
 from kerasbert.finetuning import finetune
 from kerasbert.preprocessing import Packer
@@ -49,6 +49,7 @@ __all__ = [
     "pretrain",
     "readers",
     "list_presets",
+    "losses",
     "metrics",
     "save_to_preset",
     "tasks",

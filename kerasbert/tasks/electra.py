@@ -10,6 +10,7 @@ from kerasbert.encoder import Encoder
 from kerasbert.layers.activations import get_activation
 from kerasbert.layers.dense import Dense
 from kerasbert.layers.heads import MaskedLMHead
+from kerasbert.losses import sparse_accuracy, sparse_cross_entropy
 from kerasbert.tasks.masked_lm import default_optimizer, mask_targets
 from kerasbert.tasks.task import Task, check_encoder, encoder_inputs
 
@@ -301,10 +302,10 @@ class ElectraPretrainer(Task):
         sampled = y_pred["sampled_ids"]
 
         # Generator: masked LM over the real targets.
-        mlm = keras.losses.sparse_categorical_crossentropy(mask_ids, generator_logits, from_logits=True)
+        mlm = sparse_cross_entropy(mask_ids, generator_logits)  # (batch, masked)
         targets = ops.maximum(ops.sum(mask_weights), 1.0)
         mlm_loss = ops.sum(mlm * mask_weights) / targets
-        correct = ops.cast(ops.equal(ops.cast(ops.argmax(generator_logits, -1), "int32"), mask_ids), "float32")
+        correct = sparse_accuracy(mask_ids, generator_logits)
 
         # Discriminator: replaced (1) or original (0) at every real position.
         # 1 where a real slot's sample differs from its original token.

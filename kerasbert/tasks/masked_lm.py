@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from kerasbert.layers.heads import MaskedLMHead
+from kerasbert.losses import SparseAccuracy, SparseCrossEntropy
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
 from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.task import EncoderAtPositions, Task, check_encoder, encoder_inputs, text_signature
@@ -35,10 +36,9 @@ def masked_lm_graph(encoder):
 
 def masked_lm_loss():
     """Cross-entropy averaged over the real targets (`mask_weights` > 0), not
-    over all `max_predictions` slots."""
-    return keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, reduction="mean_with_sample_weight"
-    )
+    over all `max_predictions` slots, read at the targets' logits
+    (`kerasbert.losses`)."""
+    return SparseCrossEntropy(reduction="mean_with_sample_weight")
 
 
 def mask_targets(encoder):
@@ -47,8 +47,8 @@ def mask_targets(encoder):
     return Targets(encoder.vocabulary_size, "token ids", rank=2)
 
 
-def accuracy():
-    return keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+def accuracy(name="accuracy"):
+    return SparseAccuracy(name=name)
 
 
 def default_optimizer(learning_rate=1e-4):

@@ -108,7 +108,7 @@ class BertPretrainer(Task):
             if not self.sentence_task:
                 # Keras prefixes metric names with the output's only when
                 # there are several outputs: name it here.
-                weighted_metrics = {"mlm": [keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")]}
+                weighted_metrics = {"mlm": [accuracy(name="mlm_accuracy")]}
         super().compile(
             optimizer=default_optimizer() if optimizer == "auto" else optimizer,
             loss=loss,
