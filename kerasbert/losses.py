@@ -59,8 +59,9 @@ def sparse_cross_entropy(targets, logits):
 def sparse_accuracy(targets, logits):
     """1.0 where the target's logit is the largest of `logits (...,
     classes)`, else 0.0 (a target that is not a class: 0.0); `(...)`."""
+    logits = ops.cast(logits, "float32")
     chosen, valid = target_logits(targets, logits)
-    largest = ops.max(ops.cast(logits, "float32"), axis=-1)
+    largest = ops.max(logits, axis=-1)
     return ops.cast(ops.logical_and(valid, ops.greater_equal(chosen, largest)), "float32")
 
 

@@ -87,8 +87,9 @@ def _masked_lm_after_one_step(loss):
     model = kerasbert.MaskedLM(tiny_encoder(dropout=0.0))
     model.compile(optimizer=keras.optimizers.SGD(0.5), loss=loss, weighted_metrics=[])
     rng = np.random.default_rng(0)
-    x = {"token_ids": rng.integers(5, model.encoder.vocabulary_size, (4, 12)).astype("int32"), "segment_ids": np.zeros((4, 12), "int32"),
-         "padding_mask": np.ones((4, 12), "int32"), "mask_positions": np.tile(np.array([1, 4, 7], "int32"), (4, 1))}
+    x = {"token_ids": rng.integers(5, model.encoder.vocabulary_size, (4, 12)).astype("int32"),
+         "segment_ids": np.zeros((4, 12), "int32"), "padding_mask": np.ones((4, 12), "int32"),
+         "mask_positions": np.tile(np.array([1, 4, 7], "int32"), (4, 1))}
     x = {k: v for k, v in x.items() if k in {i.name for i in model.inputs}}
     y = rng.integers(0, model.encoder.vocabulary_size, (4, 3)).astype("int32")
     weights = np.array([[1, 1, 0]] * 4, "float32")
