@@ -1,6 +1,8 @@
 """Pieces the benchmark scripts share (they run as scripts: `benchmarks/` is
 on `sys.path`)."""
 
+import datetime
+import os
 import resource
 import time
 
@@ -10,6 +12,23 @@ import numpy as np
 def peak_rss_mb():
     """This process's peak resident memory so far, in MiB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def machine():
+    """This machine as the results name it: "<cores> × <CPU model name>"."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()} × {model}"
+
+
+def run_stamp():
+    """What a results file records of where and when it was measured (the
+    plot labels each panel with it)."""
+    return {"machine": machine(), "date": datetime.date.today().isoformat()}
 
 
 def latency(call, texts, calls, warmup=0):

@@ -67,7 +67,7 @@ import sys
 import time
 
 import numpy as np
-from common import peak_rss_mb, system_jobs
+from common import peak_rss_mb, run_stamp, system_jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data", "rotten_tomatoes.csv.bz2")
@@ -228,8 +228,8 @@ def main():
                   f"{vs['train_rounds']}, predict {vs['predict']:.2f}x {vs['predict_rounds']}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"seed": args.seed, "rounds": args.rounds, "precision": args.precision, "results": results,
-                       "runs": runs}, f, indent=2)
+            json.dump({**run_stamp(), "seed": args.seed, "rounds": args.rounds, "precision": args.precision,
+                       "results": results, "runs": runs}, f, indent=2)
 
 
 def launch(args, system, backend):

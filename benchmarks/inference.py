@@ -98,7 +98,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import latency as _latency
-from common import peak_rss_mb, system_jobs
+from common import peak_rss_mb, run_stamp, system_jobs
 from finetuning import ROOT, checkpoint_directory, split
 
 # The test snippets of benchmarks/finetuning.py: those after its 4,000 training ones.
@@ -411,7 +411,7 @@ def main():
                   "load_average_start_end": [load_start[0], os.getloadavg()[0]],
                   "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "versions": versions()}
         with open(args.json, "w") as f:
-            json.dump({"config": config, "results": results}, f, indent=2)
+            json.dump({**run_stamp(), "config": config, "results": results}, f, indent=2)
 
 
 if __name__ == "__main__":

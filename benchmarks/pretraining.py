@@ -93,7 +93,7 @@ import subprocess
 import sys
 import time
 
-from common import peak_rss_mb
+from common import peak_rss_mb, run_stamp
 
 BACKENDS = ("tensorflow", "jax", "torch")
 SYSTEMS = ("kerasbert", "keras_hub", "transformers", "kerasbert_nsp", "kerasbert_electra")
@@ -443,7 +443,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             config = {k: getattr(args, k) for k in CONFIG_FLAGS}
-            json.dump({"config": config, "results": results, "runs": runs}, f, indent=2)
+            json.dump({**run_stamp(), "config": config, "results": results, "runs": runs}, f, indent=2)
 
 
 if __name__ == "__main__":

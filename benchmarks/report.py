@@ -22,6 +22,8 @@ import argparse
 import json
 import os
 
+from common import machine
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SYSTEMS = ("kerasbert", "keras_hub", "transformers")
 LABELS = {"kerasbert": "kerasbert", "keras_hub": "KerasHub", "transformers": "transformers (torch)"}
@@ -124,6 +126,8 @@ TABLES = {
 
 def bars(axis, data, fields, unit, title):
     """Grouped bars: one group per backend, one bar per (system, field)."""
+    if data is not None:  # where and when it ran, as its file records (older files do not)
+        title += f"\n{data['machine']}, {data['date']}" if "machine" in data else "\n(machine not recorded)"
     axis.set_title(title, fontsize=10)
     if data is None:
         axis.text(0.5, 0.5, "not measured", ha="center", va="center", transform=axis.transAxes)
@@ -150,7 +154,7 @@ def bars(axis, data, fields, unit, title):
     axis.legend(fontsize=7)
 
 
-def plot(loaded, path, machine):
+def plot(loaded, path, plotted_on):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -163,24 +167,14 @@ def plot(loaded, path, machine):
     for axis in axes.flat[len(PANELS):]:
         axis.set_visible(False)
     # Each panel is one run of its benchmark, possibly on another machine
-    # than this one: docs/performance.md says which CPU each ran on.
+    # than this one: its title names the machine its file records.
     figure.suptitle(f"kerasbert, KerasHub and transformers side by side (each panel one run of its benchmark; "
-                    f"plotted on {machine})", fontsize=11)
+                    f"plotted on {plotted_on})", fontsize=11)
     figure.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     partial = path + ".partial.png"
     figure.savefig(partial, dpi=110)
     os.replace(partial, path)  # never a half-written plot
-
-
-def machine():
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{os.cpu_count()} × {model}"
 
 
 def main():

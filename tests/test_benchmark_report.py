@@ -1,0 +1,55 @@
+"""benchmarks/report.py on the results checked in: a table row per result,
+and each plot panel titled with the machine its file records."""
+
+import importlib
+import json
+import os
+import sys
+from unittest import mock
+
+import pytest
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+@pytest.fixture(scope="module")
+def report():
+    sys.path.insert(0, BENCHMARKS)  # the scripts import `common` as their sibling
+    try:
+        yield importlib.import_module("report"), importlib.import_module("common")
+    finally:
+        sys.path.remove(BENCHMARKS)
+
+
+def test_tables_have_a_row_per_result(report):
+    report, _ = report
+    results = os.path.join(BENCHMARKS, "results")
+    found = 0
+    for name, table in report.TABLES.items():
+        data = report.load(results, name)
+        if data is None:
+            continue
+        found += 1
+        lines = table(data).splitlines()
+        body = [line for line in lines[2:] if line.startswith("| ")]
+        assert len(body) == len(report.rows(data)), name
+        for row, line in zip(report.rows(data), body):
+            assert line.split(" | ")[1] == row["backend"], (name, line)
+    assert found, "no results files under benchmarks/results"
+
+
+def test_panels_name_the_machine_their_file_records(report):
+    report, common = report
+    stamp = common.run_stamp()
+    assert stamp["machine"].startswith(f"{os.cpu_count()} × ")
+    assert len(stamp["date"]) == 10 and stamp["date"][4] == "-"
+    data = {**stamp, "results": [{"system": "kerasbert", "backend": "jax", "seq_per_s": 3.0}]}
+    axis = mock.MagicMock()
+    report.bars(axis, json.loads(json.dumps(data)), [("seq_per_s", "")], "sequences/s", "MLM training")
+    assert axis.set_title.call_args[0][0] == f"MLM training\n{stamp['machine']}, {stamp['date']}"
+    del data["machine"]
+    report.bars(axis, data, [("seq_per_s", "")], "sequences/s", "MLM training")
+    assert axis.set_title.call_args[0][0] == "MLM training\n(machine not recorded)"
+    report.bars(axis, None, [("seq_per_s", "")], "sequences/s", "MLM training")
+    assert axis.set_title.call_args[0][0] == "MLM training"
+    axis.text.assert_called_once()  # "not measured"
