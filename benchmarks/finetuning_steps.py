@@ -3,7 +3,7 @@ backend: the train step at each padded length.
 
     KERAS_BACKEND=jax .venv/bin/python benchmarks/finetuning_steps.py [--seed 0] [--train 4000]
 
-Builds the epoch's batches as `TextClassifier.fit` does (`make_dataset`:
+Builds the epoch's batches as `TextClassifier.fit` does (its `_feed`:
 length-grouped, padded to the lengths fitted to the examples, `COMPILED_SHAPES`
 of them under XLA), then runs each batch through `train_on_batch` with the
 fine-tuning recipe's optimizer, timing every call (each returns its logs to
@@ -22,7 +22,6 @@ import numpy as np
 from finetuning import BATCH, LEARNING_RATE, MAX_TOKENS, WEIGHT_DECAY, split
 
 import kerasbert
-from kerasbert.tasks.inputs import make_dataset
 
 
 def main():
@@ -35,14 +34,10 @@ def main():
     model = kerasbert.TextClassifier.from_preset("all_minilm_l6_v2", num_classes=2, sequence_length=MAX_TOKENS)
     model.compile(learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
     start = time.perf_counter()
-    dataset = make_dataset(model.preprocessor, x, y, batch_size=BATCH, shuffle=True, seed=args.seed,
-                           shapes=model._padded_shapes(), input_names=tuple(model.input))
-    batches = list(dataset.as_numpy_iterator())
+    batches = list(model._feed(x, y, batch_size=BATCH, shuffle=True, needs_y=True).as_numpy_iterator())
     print(f"{keras.backend.backend()}, jit_compile={model.jit_compile}: {len(batches)} batches built in "
           f"{time.perf_counter() - start:.2f} s")
-    # What `fit` compiles for one epoch: the recipe's schedule over these steps.
-    keras.Model.compile(model, optimizer=model._recipe_optimizer(len(batches)), **model._compile_arguments)
-    model.optimizer.build(model.trainable_variables)
+    model._compile_recipe(len(batches))  # what `fit` compiles for one epoch of these steps
     times = collections.defaultdict(list)  # (rows, width) -> seconds of each call
     start = time.perf_counter()
     for features, labels in batches:

@@ -1,28 +1,18 @@
 """benchmarks/report.py on the results checked in: a table row per result,
 and each plot panel titled with the machine its file records."""
 
-import importlib
 import json
 import os
 import sys
 from unittest import mock
 
-import pytest
-
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+sys.path.insert(0, BENCHMARKS)  # the scripts import `common` as their sibling
+import common  # noqa: E402
+import report  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def report():
-    sys.path.insert(0, BENCHMARKS)  # the scripts import `common` as their sibling
-    try:
-        yield importlib.import_module("report"), importlib.import_module("common")
-    finally:
-        sys.path.remove(BENCHMARKS)
-
-
-def test_tables_have_a_row_per_result(report):
-    report, _ = report
+def test_tables_have_a_row_per_result():
     results = os.path.join(BENCHMARKS, "results")
     found = 0
     for name, table in report.TABLES.items():
@@ -38,8 +28,7 @@ def test_tables_have_a_row_per_result(report):
     assert found, "no results files under benchmarks/results"
 
 
-def test_panels_name_the_machine_their_file_records(report):
-    report, common = report
+def test_panels_name_the_machine_their_file_records():
     stamp = common.run_stamp()
     assert stamp["machine"].startswith(f"{os.cpu_count()} × ")
     assert len(stamp["date"]) == 10 and stamp["date"][4] == "-"

@@ -183,6 +183,13 @@ class FineTuningTask(Task):
         if self.built:
             self.optimizer.build(self.trainable_variables)
 
+    def _compile_recipe(self, total_steps):
+        """Compiled again with the recipe's optimizer scheduled over
+        `total_steps` train steps (None: unknown), as `fit` does."""
+        keras.Model.compile(self, optimizer=self._recipe_optimizer(total_steps), **self._compile_arguments)
+        if self.built:  # its slots made now, eagerly, not traced into the first step (seconds on TensorFlow)
+            self.optimizer.build(self.trainable_variables)
+
     def _recipe_optimizer(self, total_steps):
         from kerasbert.optimizers import AdamW, WarmupDecay, finetuning_optimizer
 
@@ -279,10 +286,7 @@ class FineTuningTask(Task):
             if steps is None and x is not None and not isinstance(x, tf.data.Dataset):
                 count = len(x[next(iter(x))]) if isinstance(x, dict) else len(x)
                 steps = -(-count // (batch_size or 32))
-            total = None if steps is None else steps * epochs - kwargs.get("initial_epoch", 0) * steps
-            keras.Model.compile(self, optimizer=self._recipe_optimizer(total), **self._compile_arguments)
-            if self.built:  # its slots made now, eagerly, not traced into the first step (seconds on TensorFlow)
-                self.optimizer.build(self.trainable_variables)
+            self._compile_recipe(None if steps is None else steps * epochs - kwargs.get("initial_epoch", 0) * steps)
         return super().fit(x, y, batch_size=batch_size, epochs=epochs, validation_data=validation_data,
                            shuffle=shuffle and dataset is None, sample_weight=sample_weight,
                            steps_per_epoch=steps_per_epoch, **kwargs)
