@@ -42,3 +42,13 @@ def test_panels_name_the_machine_their_file_records():
     report.bars(axis, None, [("seq_per_s", "")], "sequences/s", "MLM training")
     assert axis.set_title.call_args[0][0] == "MLM training"
     axis.text.assert_called_once()  # "not measured"
+
+
+def test_checked_in_results_record_their_machine():
+    """The files the plot reads come from scripts that stamp them
+    (`common.run_stamp`): a file without a stamp would plot as "machine not
+    recorded"."""
+    for name in report.TABLES:
+        data = report.load(os.path.join(BENCHMARKS, "results"), name)
+        if data is not None:
+            assert set(common.run_stamp()) <= set(data), f"benchmarks/results/{name} records no machine and date"
