@@ -10,7 +10,7 @@ from kerasbert.layers.activations import ACTIVATIONS
 from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.embeddings import PositionEmbedding
-from kerasbert.layers.initializers import clone_initializer
+from kerasbert.layers.initializers import TruncatedNormal, clone_initializer
 from kerasbert.layers.transformer_block import TransformerBlock
 
 
@@ -257,7 +257,7 @@ class Encoder(keras.Model):
         check_shardable(config)
         width = hidden_dim if embedding_dim is None else embedding_dim
         groups = num_layers if num_layer_groups is None else num_layer_groups
-        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        init = TruncatedNormal(stddev=initializer_range)
 
         # === Layers === (kept local: torch modules reject attributes before
         # super().__init__; they become attributes under "Config")

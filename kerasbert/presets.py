@@ -26,6 +26,7 @@ import shutil
 import numpy as np
 
 from kerasbert.convert import huggingface
+from kerasbert.layers.initializers import placeholder_weights
 from kerasbert.utils.checks import show
 from kerasbert.utils.integrity import check_recorded, digests
 from kerasbert.utils.io import (
@@ -238,7 +239,8 @@ def _load_kerasbert_directory(directory, load_weights, dtype):
 
     path = os.path.join(directory, PRESET_FILE)
     spec = read_json(path, "kerasbert preset file")
-    encoder = Encoder(**_encoder_kwargs(spec, path), dtype=dtype)
+    with placeholder_weights(load_weights):  # all assigned below
+        encoder = Encoder(**_encoder_kwargs(spec, path), dtype=dtype)
     if load_weights:
         check_recorded(directory, WEIGHTS_FILE, spec, path)
         _assign_weights(encoder, os.path.join(directory, WEIGHTS_FILE))

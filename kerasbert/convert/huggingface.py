@@ -19,6 +19,7 @@ import warnings
 
 import numpy as np
 
+from kerasbert.layers.initializers import placeholder_weights
 from kerasbert.utils.integrity import check_hub_blob
 from kerasbert.utils.io import (
     read_json,
@@ -411,7 +412,8 @@ def load_huggingface_encoder(directory, load_weights=True, dtype=None):
     if load_weights:
         tensors = _normalise_names(read_huggingface_tensors(directory))
         config = encoder_config_from_huggingface(hf_config, weight_names=tensors)
-    encoder = Encoder(**config, dtype=dtype)
+    with placeholder_weights(load_weights):  # `weight_links` covers every variable
+        encoder = Encoder(**config, dtype=dtype)
     if load_weights:
         assign_huggingface_weights(encoder, tensors, hf_config["model_type"], source=directory)
     return encoder
