@@ -6,8 +6,8 @@ kerasbert next to KerasHub and transformers, on this machine's CPU.
         [--systems kerasbert,keras_hub,transformers] [--rounds 1] [--json out.json]
 
 Each (system, backend) runs in a fresh process, which imports its library
-(not timed; transformers' BERT modules, which it imports lazily, too), then loads the same checkpoint directory twice, timing each
-call: the first load (what a script pays) and a second one (what is left
+(not timed; transformers' BERT modules too, which it imports lazily), then
+loads the same checkpoint directory twice, timing each call: the first load (what a script pays) and a second one (what is left
 once the process has compiled and cached what it needs):
 
 * `kerasbert`: `kerasbert.from_preset(directory)`, an `Encoder`;
