@@ -7,8 +7,9 @@ kerasbert next to KerasHub and transformers, on this machine's CPU.
 
 Each (system, backend) runs in a fresh process, which imports its library
 (not timed; transformers' BERT modules too, which it imports lazily), then
-loads the same checkpoint directory twice, timing each call: the first load (what a script pays) and a second one (what is left
-once the process has compiled and cached what it needs):
+loads the same checkpoint directory twice, timing each call: the first load
+(what a script pays) and a second one (what is left once the process has
+compiled and cached what it needs):
 
 * `kerasbert`: `kerasbert.from_preset(directory)`, an `Encoder`;
 * `keras_hub`: `keras_hub.models.Backbone.from_preset(directory)`, a
