@@ -2,8 +2,11 @@
 on `sys.path`)."""
 
 import datetime
+import json
 import os
 import resource
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -53,3 +56,17 @@ def system_jobs(systems, backends):
     for system in systems:
         jobs += [(system, "torch")] if system == "transformers" else [(system, b) for b in backends]
     return jobs
+
+
+def run_worker(script, arguments, system, backend, cwd=None):
+    """`script --worker ...` (`arguments`) in its own process under
+    `backend`: the JSON of its last "RESULT " line, or None (its stderr
+    printed) when it failed."""
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, script, *arguments], check=False, env=env, capture_output=True, text=True,
+                          cwd=cwd)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        print(f"{system}/{backend} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
+        return None
+    return json.loads(lines[-1][len("RESULT "):])

@@ -62,12 +62,10 @@ import io
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 
 import numpy as np
-from common import peak_rss_mb, run_stamp, system_jobs
+from common import peak_rss_mb, run_stamp, run_worker, system_jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data", "rotten_tomatoes.csv.bz2")
@@ -234,15 +232,8 @@ def main():
 
 def launch(args, system, backend):
     """One (system, backend) run in its own process: its RESULT, or None."""
-    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
-    command = [sys.executable, __file__, "--worker", system, "--seed", str(args.seed), "--precision", args.precision,
-               "--train", str(args.train), "--test", str(args.test)]
-    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, cwd=ROOT)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode or not lines:
-        print(f"{system}/{backend} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
-        return None
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_worker(__file__, ["--worker", system, "--seed", str(args.seed), "--precision", args.precision,
+                                 "--train", str(args.train), "--test", str(args.test)], system, backend, cwd=ROOT)
 
 
 def summarize(runs, jobs):

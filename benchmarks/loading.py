@@ -22,13 +22,10 @@ each row gives the medians over rounds.
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 
-from common import peak_rss_mb, run_stamp, system_jobs
+from common import peak_rss_mb, run_stamp, run_worker, system_jobs
 from finetuning import ROOT, checkpoint_directory
 
 LOADERS = {
@@ -68,14 +65,10 @@ def main():
     runs = []
     for round_ in range(args.rounds):
         for system, backend in jobs if round_ % 2 == 0 else jobs[::-1]:
-            env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
-            done = subprocess.run([sys.executable, __file__, "--worker", system], env=env, capture_output=True,
-                                  text=True, cwd=ROOT, check=False)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-            if done.returncode or not lines:
-                print(f"{system}/{backend} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
+            result = run_worker(__file__, ["--worker", system], system, backend, cwd=ROOT)
+            if result is None:
                 continue
-            runs.append({"system": system, "backend": backend, "round": round_, **json.loads(lines[-1][7:])})
+            runs.append({"system": system, "backend": backend, "round": round_, **result})
             print(f"round {round_ + 1}/{args.rounds}  {system:12s} {backend:10s} first load "
                   f"{runs[-1]['first_load_s']:5.2f} s  second {runs[-1]['second_load_s']:5.2f} s", flush=True)
     results = []

@@ -70,5 +70,4 @@ def test_loading_a_huggingface_checkpoint_draws_nothing(tmp_path, model_type, co
     # random): none is left at its placeholder zeros.
     assert loaded.count_params() == sum(p.numel() for p in model.parameters())
     for weight in loaded.weights:
-        assert np.abs(keras.ops.convert_to_numpy(weight)).min() > 0 or \
-            np.count_nonzero(keras.ops.convert_to_numpy(weight)) > 0.9 * np.prod(weight.shape), weight.path
+        assert np.count_nonzero(keras.ops.convert_to_numpy(weight)) > 0.9 * np.prod(weight.shape), weight.path

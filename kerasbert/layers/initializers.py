@@ -18,9 +18,9 @@ def clone_initializer(initializer):
 
 @contextlib.contextmanager
 def placeholder_weights(enabled=True):
-    """Within it (when `enabled`), the weights `TruncatedNormal` initialises start as zeros
-    instead of random draws: for building a model whose every such weight
-    is assigned right after (a checkpoint being loaded). The draws would
+    """Within it (when `enabled`), the weights `TruncatedNormal` initialises
+    start as zeros instead of random draws: for building a model whose
+    every such weight is assigned right after (a checkpoint being loaded). The draws would
     be thrown away, and on JAX each weight shape compiles its own sampling
     program (0.3-0.5 s each; 3.9 of the 5.4 s that loading MiniLM took).
     Layers' configs still name the truncated normal."""
