@@ -105,21 +105,24 @@ class SelfAttention(keras.layers.Layer):
                 # (batch, 1, seq, seq) -> the chosen query rows (batch, 1, queries, seq)
                 positions = ops.cast(query_positions, "int32")
                 attention_mask = ops.take_along_axis(attention_mask, positions[:, None, :, None], axis=2)
-        query = self._project(rows, 0)  # (batch, queries, heads, head_dim)
-        key = self._project(inputs, 1)  # (batch, seq, heads, head_dim)
-        value = self._project(inputs, 2)  # (batch, seq, heads, head_dim)
+        # Each shape read once: on TensorFlow a read of a dynamic dimension
+        # is two graph ops, traced per call (docs/performance.md).
+        batch, seq = ops.shape(inputs)[:2]
+        queries = seq if query_positions is None else ops.shape(rows)[1]
+        query = self._project(rows, 0, (batch, queries))  # (batch, queries, heads, head_dim)
+        key = self._project(inputs, 1, (batch, seq))  # (batch, seq, heads, head_dim)
+        value = self._project(inputs, 2, (batch, seq))  # (batch, seq, heads, head_dim)
         if training and self.dropout > 0:
             context = self._attend_with_dropout(query, key, value, attention_mask)
         else:
             context = ops.dot_product_attention(query, key, value, mask=attention_mask)
-        batch, queries = ops.shape(rows)[0], ops.shape(rows)[1]
         context = ops.reshape(context, (batch, queries, self.hidden_dim))
         return call_sublayer(self, self.output_dense, context)  # (batch, queries, hidden)
 
-    def _project(self, x, block):
+    def _project(self, x, block, leading):
         """`x (batch, n, hidden)` times column block `block` (0: query, 1:
         key, 2: value) of the fused kernel, split into heads: `(batch, n,
-        heads, head_dim)`."""
+        heads, head_dim)`; `leading` is `(batch, n)`."""
         width = self.hidden_dim
         columns = slice(block * width, (block + 1) * width)
         kernel = ops.cast(self.qkv.kernel[:, columns], self.compute_dtype)  # (hidden, hidden)
@@ -128,7 +131,7 @@ class SelfAttention(keras.layers.Layer):
         # follows anyway.
         rows = ops.reshape(x, (-1, width))  # (batch * n, hidden)
         projected = ops.matmul(rows, kernel) + bias  # (batch * n, hidden)
-        return ops.reshape(projected, (ops.shape(x)[0], ops.shape(x)[1], self.num_heads, self.head_dim))
+        return ops.reshape(projected, (*leading, self.num_heads, self.head_dim))
 
     def _attend_with_dropout(self, query, key, value, attention_mask):
         scale = 1.0 / float(self.head_dim) ** 0.5
