@@ -24,6 +24,17 @@ def tiny_encoder(**overrides):
     return kerasbert.Encoder(**{**TINY, **overrides})
 
 
+def tiny_task(kind, preprocessor, **kwargs):
+    """A tiny TextClassifier (3 classes) or TextEmbedder on MiniLM's vocabulary;
+    `encoder` overrides the encoder's arguments."""
+    encoder = kerasbert.Encoder(**{**TINY, "vocabulary_size": 30522, "hidden_dim": 16, "num_layers": 2,
+                                   "num_segments": 2, "max_sequence_length": 128, "initializer_range": 0.3,
+                                   **kwargs.pop("encoder", {})})
+    if kind == "embedder":
+        return kerasbert.TextEmbedder(encoder, preprocessor=preprocessor, **kwargs)
+    return kerasbert.TextClassifier(encoder, num_classes=3, preprocessor=preprocessor, **kwargs)
+
+
 def encoder_inputs(encoder, lengths=(9, 6, 1), seq=None, seed=0, pad_id=0):
     """Right-padded random inputs, one row per entry of `lengths`."""
     rng = np.random.default_rng(seed)

@@ -5,9 +5,8 @@ outputs against what the same model predicts on one example per row."""
 import keras
 import numpy as np
 import pytest
-from helpers import TINY, rotten_tomatoes
+from helpers import rotten_tomatoes, tiny_task
 
-import kerasbert
 from kerasbert.layers import Pooling
 from kerasbert.preprocessing import TextPreprocessor
 from kerasbert.tasks import fine_tuning, packed_prediction
@@ -130,16 +129,8 @@ def test_pooling_per_document_pools_each_example_as_alone(pooling):
     assert Pooling.from_config(Pooling(pooling, documents=4).get_config()).documents == 4
 
 
-def tiny_task(kind, preprocessor, **kwargs):
-    encoder = kerasbert.Encoder(**{**TINY, "vocabulary_size": 30522, "hidden_dim": 16, "num_layers": 2,
-                                   "num_segments": 2, "max_sequence_length": 128, "initializer_range": 0.3,
-                                   **kwargs.pop("encoder", {})})
-    if kind == "embedder":
-        return kerasbert.TextEmbedder(encoder, preprocessor=preprocessor, **kwargs)
-    return kerasbert.TextClassifier(encoder, num_classes=3, preprocessor=preprocessor, **kwargs)
-
-
-@pytest.mark.parametrize("kind, options", [
+# Tasks with one output per example, as the packed tests build them (`tiny_task`).
+PACKED_TASKS = [
     ("classifier", {"pooling": "mean"}),
     ("classifier", {"pooling": "cls"}),  # the encoder's pooler
     ("classifier", {"pooling": "cls", "hidden_dim": 8, "encoder": {"pooler": False}}),  # a head of its own
@@ -148,7 +139,10 @@ def tiny_task(kind, preprocessor, **kwargs):
                                                                    "position_offset": 2}}),
     ("embedder", {"pooling": "mean", "normalize": True}),
     ("embedder", {"pooling": "cls"}),
-])
+]
+
+
+@pytest.mark.parametrize("kind, options", PACKED_TASKS)
 @pytest.mark.parametrize("pairs", [False, True])
 def test_predict_on_packed_rows_gives_each_example_its_own_outputs(preprocessor, texts, monkeypatch, kind, options,
                                                                    pairs):

@@ -62,7 +62,10 @@ class Pooling(keras.layers.Layer):
             total = ops.sum(x * mask, axis=1)  # (batch, hidden)
             pooled = total / ops.maximum(ops.sum(mask, axis=1), 1e-9)
         if self.normalize:
-            pooled = pooled / ops.maximum(ops.norm(pooled, axis=-1, keepdims=True), 1e-12)
+            # x / max(|x|, 1e-12), through the squared norm: the norm's
+            # gradient at a zero vector (a slot with no example) is NaN.
+            squared = ops.sum(ops.square(pooled), axis=-1, keepdims=True)
+            pooled = pooled * ops.rsqrt(ops.maximum(squared, 1e-24))
         return pooled
 
     def _per_document(self, x, padding_mask, documents):

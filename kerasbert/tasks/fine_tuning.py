@@ -16,6 +16,7 @@ from kerasbert.distribution import data_parallel_replicas
 from kerasbert.tasks.inputs import (
     COMPILED_SHAPES,
     GROUP_BY_LENGTH,
+    check_example_counts,
     check_examples,
     check_features,
     check_sample_weight,
@@ -31,6 +32,7 @@ from kerasbert.tasks.inputs import (
     sorted_batches,
 )
 from kerasbert.tasks.packed_prediction import packed_batches
+from kerasbert.tasks.packed_training import EXAMPLE_SLOTS, packed_trainer, packed_training_batches
 from kerasbert.tasks.task import (  # noqa: F401 (TASK_FILE, TASK_WEIGHTS_FILE, text_signature: re-exported)
     TASK_FILE,
     TASK_WEIGHTS_FILE,
@@ -84,7 +86,8 @@ _RAW_TYPES = (str, bytes, list, tuple, set, frozenset, np.ndarray, tf.Tensor, tf
 
 
 def _dataset_steps(dataset):
-    steps = int(dataset.cardinality())
+    """The batches of an epoch of a tf.data dataset or a PyDataset, or None."""
+    steps = len(dataset) if isinstance(dataset, keras.utils.PyDataset) else int(dataset.cardinality())
     return steps if steps > 0 else None
 
 
@@ -95,6 +98,10 @@ class FineTuningTask(Task):
       pairs of lists, `tf.data` datasets of strings) and run them through
       `preprocessor` in `tf.data`, padding each batch to a few fixed lengths
       (`kerasbert.tasks.inputs`); packed features pass through untouched.
+      Where the model is compiled per input shape, a task with one output
+      per example (`_packed_outputs`) trains, evaluates and predicts on
+      in-memory examples in rows that pack several each instead
+      (`kerasbert.tasks.packed_training`, `packed_prediction`).
     * `compile()` with `optimizer="auto"` (the default, also applied at
       construction) builds, at each `fit`, the recipe of
       `kerasbert.optimizers.finetuning_optimizer` over that call's steps:
@@ -125,6 +132,13 @@ class FineTuningTask(Task):
         gradient, so it is left out of training (and its warning)."""
         if self.encoder.pooler_dense is not None:
             self.encoder.pooler_dense.trainable = False
+
+    def call(self, inputs, training=None, mask=None):
+        # Packed rows (`kerasbert.tasks.packed_training`): the same layers,
+        # the task's outputs per example.
+        if isinstance(inputs, dict) and EXAMPLE_SLOTS in inputs:
+            return packed_trainer(self)(inputs, training=training)
+        return super().call(inputs, training=training, mask=mask)
 
     # -- compile: the recipe as the default --------------------------------
 
@@ -252,10 +266,29 @@ class FineTuningTask(Task):
         def check_tokenized(tokenized, y, sample_weight):
             self._check_tokenized(tokenized, y, sample_weight, names)
 
+        tokenized = None
+        if self._trains_packed(x, y, keep_order):
+            check_example_counts(x, y, sample_weight)
+            tokenized = self.preprocessor.tokenize_examples(x)
+            check_tokenized(tokenized, y, sample_weight)
+            batches = packed_training_batches(self.preprocessor, tokenized, y, sample_weight, batch_size=batch_size,
+                                              shuffle=shuffle, input_names=tuple(self.input), replicas=replicas,
+                                              cut_partial_batch=cut_partial_batch)
+            if batches is not None:
+                packed_trainer(self)  # built now, not while a step is traced
+                return batches
         return make_dataset(self.preprocessor, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
                             shapes=self._padded_shapes(), group_by_length=1 if keep_order else GROUP_BY_LENGTH,
                             input_names=tuple(self.input), replicas=replicas, cut_partial_batch=cut_partial_batch,
-                            check_tokenized=check_tokenized)
+                            check_tokenized=None if tokenized is not None else check_tokenized, tokenized=tokenized)
+
+    def _trains_packed(self, x, y, keep_order):
+        """Whether `_feed` packs these in-memory raw examples and targets
+        into rows (`kerasbert.tasks.packed_training`): for `fit` and
+        `evaluate` of a task with one output per example, where the model is
+        compiled per input shape."""
+        return (not isinstance(x, tf.data.Dataset) and y is not None and not keep_order
+                and self._padded_shapes() is not None and self._packs_predictions())
 
     def _padded_shapes(self):
         # XLA compiles the step once per input shape: a few padded lengths
@@ -276,13 +309,15 @@ class FineTuningTask(Task):
         if dataset is not None:
             x, y, sample_weight, batch_size = dataset, None, None, None
         if validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
-            validation = self._feed(*validation_data, batch_size=None, needs_y=True,
+            validation = self._feed(*validation_data, batch_size=None, replicas=data_parallel_replicas(),
+                                    cut_partial_batch=False, needs_y=True,
                                     names=tuple(f"validation_data[{i}]" for i in range(3)))
             validation_data = validation if validation is not None else validation_data
         elif isinstance(validation_data, tf.data.Dataset):
             validation_data = self._feed(validation_data, names=("validation_data",) * 3) or validation_data
         if getattr(self, "_recipe", None) is not None:
-            steps = steps_per_epoch or (_dataset_steps(x) if isinstance(x, tf.data.Dataset) else None)
+            steps = steps_per_epoch or (_dataset_steps(x) if isinstance(x, (tf.data.Dataset, keras.utils.PyDataset))
+                                        else None)
             if steps is None and x is not None and not isinstance(x, tf.data.Dataset):
                 count = len(x[next(iter(x))]) if isinstance(x, dict) else len(x)
                 steps = -(-count // (batch_size or 32))

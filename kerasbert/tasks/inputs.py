@@ -13,8 +13,9 @@ from runs of shuffled examples sorted by length, and `predict` on lists
 sorts the examples by length (`sorted_batches`, which packs them eagerly,
 without tf.data; the outputs go back in order), so that batches hold rows of
 similar length and little padding; its batches of short rows hold more rows
-(`PREDICT_POSITIONS`). Under XLA, tasks with one output per example predict
-on packed rows instead (`kerasbert.tasks.packed_prediction`).
+(`PREDICT_POSITIONS`). Under XLA, tasks with one output per example train
+and predict on packed rows instead (`kerasbert.tasks.packed_training`,
+`kerasbert.tasks.packed_prediction`).
 """
 
 import contextlib
@@ -136,7 +137,9 @@ def _example_count(x):
     return len(first)
 
 
-def _check_lengths(x, y, sample_weight):
+def check_example_counts(x, y, sample_weight):
+    """The number of in-memory examples in `x`, or a ValueError when the
+    two sides of pairs, `y` or `sample_weight` hold another."""
     count = _example_count(x)
     if isinstance(x, tuple) and len(x[1]) != count:
         raise ValueError(f"the two sides of the pairs differ in length: {count} and {len(x[1])}.")
@@ -216,7 +219,7 @@ def checked_batch_size(batch_size):
 
 def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, shuffle=False,
                  seed=None, boundaries=None, shapes=None, group_by_length=GROUP_BY_LENGTH, input_names=None,
-                 replicas=1, cut_partial_batch=True, check_tokenized=None):
+                 replicas=1, cut_partial_batch=True, check_tokenized=None, tokenized=None):
     """A `tf.data.Dataset` of preprocessed, boundary-padded batches.
 
     Args:
@@ -260,6 +263,8 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
             tokenized, y, sample_weight)` once they are tokenized, to check
             the targets against them (e.g. one tag per word) eagerly, before
             any of it runs in tf.data.
+        tokenized: in-memory examples already tokenized,
+            `preprocessor.tokenize_examples(x)` (then not tokenized again).
     """
     batch_size = checked_batch_size(batch_size)
     check_global_batch(batch_size, replicas)
@@ -271,8 +276,8 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
     else:
         # In-memory examples are tokenized here, once and eagerly (fast, and
         # no tokenizer graph to build per dataset); tf.data packs them.
-        count = _check_lengths(x, y, sample_weight)
-        tokenized = preprocessor.tokenize_examples(x)
+        count = check_example_counts(x, y, sample_weight)
+        tokenized = preprocessor.tokenize_examples(x) if tokenized is None else tokenized
         if check_tokenized is not None:
             check_tokenized(tokenized, y, sample_weight)
         slices = (tokenized,) + tuple(_to_slices(v) for v in (y, sample_weight) if v is not None)
@@ -312,18 +317,25 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
         if shuffle:
             dataset = dataset.shuffle(group_by_length, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(do_not_convert(lambda *b: fit_to_boundary(unpack(*b), boundaries)), **parallel)
-    if replicas > 1 and in_memory and not cut_partial_batch and count % batch_size % replicas:
+    if in_memory and not cut_partial_batch:
+        check_last_batch_splits(count, batch_size, replicas)
+    if replicas > 1 and cut_partial_batch:
+        dataset = _whole_replica_batches(dataset, replicas, count if in_memory else None, batch_size)
+    if input_names is not None:
+        dataset = dataset.map(do_not_convert(lambda *b: select_inputs(unpack(*b), input_names)))
+    return without_autotune(dataset.prefetch(2))
+
+
+def check_last_batch_splits(count, batch_size, replicas):
+    """For evaluation, which drops no example: a ValueError unless the last
+    batch of `count` examples splits over `replicas` data-parallel replicas."""
+    if replicas > 1 and count % batch_size % replicas:
         raise ValueError(
             f"The last batch of {count % batch_size} examples (of {count}, batch_size={batch_size}) cannot be "
             f"split over the {replicas} data-parallel replicas of the active keras.distribution, and evaluation "
             f"drops none. Choose a batch_size that is a multiple of {replicas} and leaves a last batch that is "
             "one too (or divides the number of examples), or evaluate outside the distribution's scope."
         )
-    if replicas > 1 and cut_partial_batch:
-        dataset = _whole_replica_batches(dataset, replicas, count if in_memory else None, batch_size)
-    if input_names is not None:
-        dataset = dataset.map(do_not_convert(lambda *b: select_inputs(unpack(*b), input_names)))
-    return without_autotune(dataset.prefetch(2))
 
 
 def _unknown_length_boundaries(sequence_length, shapes):
@@ -418,17 +430,18 @@ def sorted_batches(preprocessor, x, *, batch_size=32, shapes=None, input_names=N
     return batches(), order
 
 
-def tokenized_lengths(preprocessor, x, *, batch_size=32, input_names=None, check=None):
+def tokenized_lengths(preprocessor, x, *, batch_size=32, input_names=None, check=None, tokenized=None):
     """The first pass of `predict` over in-memory raw examples: tokenized
-    once, packed `PACKING_CHUNK` at a time (whole batches) for their lengths
-    and `check(features)`. Returns `(pack, lengths, first, chunk)`:
+    once (or given `tokenized`, `preprocessor.tokenize_examples(x)`), packed
+    `PACKING_CHUNK` at a time (whole batches) for their lengths and
+    `check(features)`. Returns `(pack, lengths, first, chunk)`:
     `pack(rows)` packs the examples at `rows` (a slice or indices) as NumPy
     features; `lengths` each example's packed length; `first` the packed
     features of all of them when they were one chunk, else None; `chunk`
     how many examples are packed at a time."""
     batch_size = checked_batch_size(batch_size)
-    count = _example_count(x)
-    tokenized = preprocessor.tokenize_examples(x)
+    tokenized = preprocessor.tokenize_examples(x) if tokenized is None else tokenized
+    count = int(tf.nest.flatten(tokenized)[0].shape[0])
     chunk = batch_size * max(1, PACKING_CHUNK // batch_size)  # whole batches
 
     def pack(rows):

@@ -70,6 +70,36 @@ def pack_rows(lengths, width, documents):
         rows.append(row)
 
 
+def place_rows(tokens, sizes, counts, row_count, width):
+    """Examples placed token by token into `row_count` rows of `width`:
+    `tokens` maps each feature to the real tokens of the examples, one
+    example after the other in row order (the first row's first), `sizes`
+    is each example's token count and `counts` each row's number of
+    examples. The padding mask numbers each row's examples 1, 2, 3, ...;
+    rows past `len(counts)` (filler) are copies of the first.
+
+    >>> rows = place_rows({"token_ids": np.array([5, 6, 7, 8]), "padding_mask": np.ones(4, "int32")},
+    ...                   sizes=[2, 1, 1], counts=[2, 1], row_count=3, width=4)
+    >>> rows["token_ids"].tolist(), rows["padding_mask"].tolist()
+    ([[5, 6, 7, 0], [8, 0, 0, 0], [5, 6, 7, 0]], [[1, 1, 2, 0], [1, 0, 0, 0], [1, 1, 2, 0]])
+    """
+    sizes, counts = np.asarray(sizes, np.int64), np.asarray(counts, np.int64)
+    starts = np.cumsum(sizes) - sizes  # each example's first token, counting all the examples'
+    first_of_row = np.cumsum(counts) - counts  # each row's first example
+    row_of = np.repeat(np.arange(len(counts)), counts)  # each example's row
+    document = np.arange(len(sizes)) - first_of_row[row_of] + 1  # ... and its number there
+    column = starts - starts[first_of_row][row_of]  # each example's first column in its row
+    example = np.repeat(np.arange(len(sizes)), sizes)  # each token's example
+    token_column = column[example] + np.arange(len(example)) - starts[example]
+    rows = {}
+    for key, values in tokens.items():
+        packed = np.zeros((row_count, width), values.dtype)
+        packed[row_of[example], token_column] = document[example] if key == "padding_mask" else values
+        packed[len(counts):] = packed[0]
+        rows[key] = packed
+    return rows
+
+
 def packed_batches(preprocessor, x, *, batch_size=32, input_names=None, check=None):
     """In-memory raw examples as batches of packed rows, for a task's
     packed outputs. Returns `(batches, where, documents)`:
@@ -110,26 +140,11 @@ def packed_batches(preprocessor, x, *, batch_size=32, input_names=None, check=No
         row += rows_per_batch(width, batch_size)
 
     def place(features, width, batch_rows):
-        """One batch: the packed features of its examples, in row order,
-        placed token by token into `(rows, width)`."""
-        counts = [len(row) for row in batch_rows]
+        """One batch: the packed features of its examples, in row order."""
         real = features["padding_mask"] > 0  # (examples, sequence_length)
-        sizes = real.sum(axis=1)
-        starts = np.cumsum(sizes) - sizes  # each example's first token, counting all the batch's
-        row_of = np.repeat(np.arange(len(batch_rows)), counts)  # each example's row
-        document = np.concatenate([np.arange(1, n + 1) for n in counts])  # ... and its id there
-        first_of_row = np.cumsum(counts) - counts  # each row's first example
-        column = starts - starts[first_of_row][row_of]  # each example's first column in its row
-        example, position = np.nonzero(real)  # every real token, each example's in order
-        token_column = column[example] + np.arange(len(example)) - starts[example]
-        batch = {}
-        for key, value in features.items():
-            packed = np.zeros((rows_per_batch(width, batch_size), width), value.dtype)
-            packed[row_of[example], token_column] = (document[example] if key == "padding_mask"
-                                                     else value[example, position])
-            packed[len(batch_rows):] = packed[0]  # filler rows (a width's last batch): copies of the first
-            batch[key] = packed
-        return batch
+        tokens = {k: v[real] for k, v in features.items()}  # each example's real tokens, one after the other
+        return place_rows(tokens, real.sum(axis=1), [len(row) for row in batch_rows],
+                          rows_per_batch(width, batch_size), width)
 
     def batches():
         group = 0

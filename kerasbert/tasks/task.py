@@ -244,6 +244,8 @@ class Task(keras.Model):
             return None
         if isinstance(validation_data, tf.data.Dataset):
             return self._checked_data(validation_data)[0]
+        if isinstance(validation_data, keras.utils.PyDataset):  # e.g. a fine-tuning task's packed batches
+            return validation_data
         if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
             raise ValueError("validation_data must be (x, y), (x, y, sample_weight) or a tf.data.Dataset; got "
                              f"{show(validation_data)}.")
