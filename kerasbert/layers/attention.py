@@ -109,32 +109,32 @@ class SelfAttention(keras.layers.Layer):
         # is two graph ops, traced per call (docs/performance.md).
         batch, seq = ops.shape(inputs)[:2]
         queries = seq if query_positions is None else ops.shape(rows)[1]
-        query = self._project(rows, 0, (batch, queries))  # (batch, queries, heads, head_dim)
-        key = self._project(inputs, 1, (batch, seq))  # (batch, seq, heads, head_dim)
-        value = self._project(inputs, 2, (batch, seq))  # (batch, seq, heads, head_dim)
+        # The fused kernel and bias read once, in three column blocks: (hidden, hidden) and (hidden,) each.
+        kernels = ops.split(ops.cast(self.qkv.kernel, self.compute_dtype), 3, axis=1)
+        biases = ops.split(ops.cast(self.qkv.bias, self.compute_dtype), 3)
+        query = self._project(rows, kernels[0], biases[0], (batch, queries))  # (batch, queries, heads, head_dim)
+        key = self._project(inputs, kernels[1], biases[1], (batch, seq))  # (batch, seq, heads, head_dim)
+        value = self._project(inputs, kernels[2], biases[2], (batch, seq))  # (batch, seq, heads, head_dim)
+        scale = 1.0 / float(self.head_dim) ** 0.5  # a constant, not ops on the head dimension
         if training and self.dropout > 0:
-            context = self._attend_with_dropout(query, key, value, attention_mask)
+            context = self._attend_with_dropout(query, key, value, attention_mask, scale)
         else:
-            context = ops.dot_product_attention(query, key, value, mask=attention_mask)
+            context = ops.dot_product_attention(query, key, value, mask=attention_mask, scale=scale)
         context = ops.reshape(context, (batch, queries, self.hidden_dim))
         return call_sublayer(self, self.output_dense, context)  # (batch, queries, hidden)
 
-    def _project(self, x, block, leading):
-        """`x (batch, n, hidden)` times column block `block` (0: query, 1:
-        key, 2: value) of the fused kernel, split into heads: `(batch, n,
-        heads, head_dim)`; `leading` is `(batch, n)`."""
-        width = self.hidden_dim
-        columns = slice(block * width, (block + 1) * width)
-        kernel = ops.cast(self.qkv.kernel[:, columns], self.compute_dtype)  # (hidden, hidden)
-        bias = ops.cast(self.qkv.bias[columns], self.compute_dtype)
+    def _project(self, x, kernel, bias, leading):
+        """`x (batch, n, hidden)` times one column block of the fused kernel
+        (`kernel (hidden, hidden)`, `bias (hidden,)`: the query's, key's or
+        value's), split into heads: `(batch, n, heads, head_dim)`; `leading`
+        is `(batch, n)`."""
         # One 2-D product on every backend (see `Dense`): the reshape to heads
         # follows anyway.
-        rows = ops.reshape(x, (-1, width))  # (batch * n, hidden)
+        rows = ops.reshape(x, (-1, self.hidden_dim))  # (batch * n, hidden)
         projected = ops.matmul(rows, kernel) + bias  # (batch * n, hidden)
         return ops.reshape(projected, (*leading, self.num_heads, self.head_dim))
 
-    def _attend_with_dropout(self, query, key, value, attention_mask):
-        scale = 1.0 / float(self.head_dim) ** 0.5
+    def _attend_with_dropout(self, query, key, value, attention_mask, scale):
         logits = ops.einsum("btnh,bsnh->bnts", query, key)  # (batch, heads, queries, seq)
         logits = ops.cast(logits, "float32") * scale
         if attention_mask is not None:
