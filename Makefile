@@ -40,7 +40,7 @@ test: $(VENV)/.installed data/.fetched
 	  KERAS_BACKEND=$$backend $(PYTEST) --durations=5 || status=1; \
 	done; exit $$status
 
-test-%: $(VENV)/.installed data/.fetched
+$(addprefix test-,$(BACKENDS)): test-%: $(VENV)/.installed data/.fetched
 	KERAS_BACKEND=$* $(PYTEST)
 
 clean:

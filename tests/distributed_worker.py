@@ -26,6 +26,7 @@ DEVICES = 8
 _STRATEGIES = {}
 BATCH = 16
 STEPS = 3
+SPEC_SECONDS = float(os.environ.get("DISTRIBUTED_SPEC_SECONDS", 300))
 
 
 def _start_backend(backend):
@@ -320,7 +321,17 @@ def run(backend, strategy, task, mesh="2x4"):
 
 
 if __name__ == "__main__":
+    import faulthandler
+
     backend = os.environ.get("KERAS_BACKEND", "tensorflow")
     _start_backend(backend)
     for spec in sys.argv[1:]:
+        # A spec takes 10-60 s alone and a few times that on a loaded machine; one that runs past
+        # SPEC_SECONDS is stuck (see test_distributed.py): every thread's stack goes to stderr and
+        # the process exits, naming the spec.
+        print(f"spec {spec}", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        faulthandler.dump_traceback_later(SPEC_SECONDS, exit=True)
         print(json.dumps(run(backend, *spec.split(":"))), flush=True)
+        faulthandler.cancel_dump_traceback_later()
+        print(f"spec {spec}: {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)

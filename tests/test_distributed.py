@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 
 import keras
 import pytest
@@ -46,10 +47,21 @@ def results():
     if BACKEND not in SPECS:
         pytest.skip(f"Keras has no multi-device fit on the {BACKEND} backend (docs/distributed.md)")
     env = {**os.environ, "KERAS_BACKEND": BACKEND}
-    done = subprocess.run([sys.executable, WORKER, *SPECS[BACKEND]], env=env, capture_output=True, text=True,
-                          timeout=900)
+    pending, lines = SPECS[BACKEND], []
+    for attempt in range(2):
+        done = subprocess.run([sys.executable, WORKER, *pending], env=env, capture_output=True, text=True,
+                              timeout=1200)
+        finished = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        lines += finished
+        pending = pending[len(finished):]
+        if done.returncode == 0 or attempt or "Timeout (" not in done.stderr:
+            break
+        # 8 virtual XLA devices on 2 loaded cores: twice in full runs of the suite (never alone, and
+        # not when reproduced under load) the worker, whose specs take 2 minutes in all, was still
+        # running after 15. The worker's watchdog stopped it and printed every thread's stack; the
+        # stuck spec and the rest run once more in a fresh process.
+        warnings.warn(f"{pending[0]} was stuck; rerunning {pending}: {done.stderr[-2000:]}")
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return {(r["strategy"], r["task"]): r for r in lines}
 
 
