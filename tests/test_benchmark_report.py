@@ -52,3 +52,32 @@ def test_checked_in_results_record_their_machine():
         data = report.load(os.path.join(BENCHMARKS, "results"), name)
         if data is not None:
             assert set(common.run_stamp()) <= set(data), f"benchmarks/results/{name} records no machine and date"
+
+
+def test_profile_predict_attributes_compiled_ops_to_the_model_part(tmp_path):
+    import profile_predict
+
+    # Lines in the form XLA's optimised HLO dump writes them.
+    (tmp_path / "module_0034.jit_predict_step.cpu_after_optimizations.txt").write_text(
+        '  %ynn_fusion.70 = f32[2048,1536]{1,0} fusion(%a, %b), kind=kCustom, calls=%c, metadata={op_name='
+        '"jit(predict_step)/encoder/transformer_block_0/intermediate_dense/dot_general" stack_frame_id=1}\n'
+        '  %multiply_bitcast_fusion.6 = f32[2048,1536]{1,0} fusion(%d), kind=kLoop, metadata={op_name='
+        '"jit(predict_step)/encoder/transformer_block_0/intermediate_dense/mul" stack_frame_id=2}\n'
+        '  %ynn_fusion.69 = f32[2048,384]{1,0} fusion(%e), kind=kCustom, metadata={op_name='
+        '"jit(predict_step)/encoder/transformer_block_0/output_dense/dot_general" stack_frame_id=3}\n'
+        '  %ynn_fusion.73 = f32[2048,384]{1,0} fusion(%f), kind=kCustom, metadata={op_name='
+        '"jit(predict_step)/encoder/transformer_block_0/attention/output_dense/dot_general" stack_frame_id=4}\n'
+        '  %ynn_fusion.76 = f32[32,12,96,96]{3,2,1,0} fusion(%g), kind=kCustom, metadata={op_name='
+        '"jit(predict_step)/encoder/transformer_block_0/attention/vmap(BTNH,BSNH->BNTS)/dot_general"}\n'
+        '  %wrapped_slice.2 = f32[384,384]{1,0} fusion(%h), kind=kLoop, metadata={op_name='
+        '"jit(predict_step)/encoder/transformer_block_0/attention/split" stack_frame_id=5}\n')
+    names = profile_predict.op_names(str(tmp_path))
+    assert len(names) == 6
+    part = lambda op: profile_predict.part_of(op, names)  # noqa: E731
+    assert part("ynn_fusion.70") == "FFN: first product and bias"
+    assert part("multiply_bitcast_fusion.6") == "FFN: GELU"
+    assert part("ynn_fusion.69") == "FFN: second product"
+    assert part("ynn_fusion.73") == "attention: output product"
+    assert part("ynn_fusion.76") == "attention: scores, softmax, context"
+    assert part("wrapped_slice.2") == "attention: q/k/v kernel slices"
+    assert part("copy.9") == "other: copy"  # not in the dump
