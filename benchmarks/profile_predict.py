@@ -66,8 +66,11 @@ def main():
     parser.add_argument("--json")
     args = parser.parse_args()
 
-    work = tempfile.mkdtemp(prefix="profile_predict_")
-    dump, trace = os.path.join(work, "hlo"), os.path.join(work, "trace")
+    with tempfile.TemporaryDirectory(prefix="profile_predict_") as work:  # the HLO dump and trace, removed after
+        profile(args, os.path.join(work, "hlo"), os.path.join(work, "trace"))
+
+
+def profile(args, dump, trace):
     os.environ["KERAS_BACKEND"] = "jax"
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump} --xla_dump_hlo_as_text"
     import jax
