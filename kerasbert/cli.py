@@ -126,7 +126,8 @@ def _add_pretrain(commands):
     add("--accumulation-steps", type=int, default=1, metavar="N", help="gradient accumulation")
     add("--precision", choices=PRECISIONS, default="float32", help="a Keras dtype policy (default float32)")
     add("--jit-compile", choices=("auto", "true", "false"), default="auto",
-        help="XLA / torch.compile for the train step (auto: Keras's choice)")
+        help="XLA / torch.compile for the train step (auto: XLA on tensorflow and jax, eager on torch; "
+        "mixed_bfloat16 on TensorFlow's own kernels on a CPU with bfloat16 units)")
     add("--whole-word", action="store_true", help="whole-word masking")
     add("--generator-fraction", type=_number, metavar="F",
         help="ELECTRA generator size relative to the discriminator (default: the paper's)")

@@ -282,8 +282,10 @@ def pretrain(
             `warmup_steps` counts updates, default 10% of them).
         precision: "float32", "mixed_bfloat16" or "mixed_float16" (with
             dynamic loss scaling).
-        jit_compile: True, False or "auto" (Keras's choice: XLA on
-            TensorFlow and JAX).
+        jit_compile: True, False or "auto": XLA on TensorFlow and JAX,
+            eager on torch; on a TensorFlow CPU with bfloat16 matrix units
+            (AMX, AVX512-BF16) "mixed_bfloat16" runs on TensorFlow's own
+            kernels, which use them (`kerasbert.tasks.task.resolve_jit_compile`).
         whole_word: mask whole words.
         generator_fraction: ELECTRA's generator size relative to the
             discriminator; `None` for the paper's.

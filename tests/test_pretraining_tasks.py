@@ -2,6 +2,8 @@
 masked-only logits with a tied decoder, per-objective metrics, ELECTRA's
 shared embeddings, in-graph sampling and loss, mixed precision, jit."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -9,7 +11,9 @@ from helpers import block_output_rows, tiny_encoder
 from keras import ops
 
 import kerasbert
+from kerasbert.tasks import task as task_module
 from kerasbert.tasks.electra import electra_generator
+from kerasbert.utils.hardware import cpu_multiplies_bfloat16
 
 B, SEQ, P = 4, 10, 3
 
@@ -237,6 +241,43 @@ def test_mixed_precision_training_step(policy):
     assert ops.convert_to_numpy(model(x)["mlm"]).dtype == np.float32
     changed = [not np.array_equal(a, b.numpy()) for a, b in zip(before, model.trainable_weights)]
     assert sum(changed) > len(changed) // 2
+
+
+@pytest.mark.parametrize("bfloat16_units", [True, False])
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_auto_jit_compile_runs_bfloat16_on_tensorflow_kernels_where_the_cpu_multiplies_it(
+        policy, bfloat16_units, monkeypatch):
+    """`compile(jit_compile="auto")`: XLA on JAX, eager on torch; on a
+    TensorFlow CPU XLA for float32 pretraining, TensorFlow's own kernels
+    (oneDNN's bfloat16 matrix units) for bfloat16 where the CPU has them,
+    and always for fine-tuning tasks; True and False stay as given."""
+    monkeypatch.setattr(task_module, "cpu_multiplies_bfloat16", lambda: bfloat16_units)
+    pretrainer = kerasbert.MaskedLM(tiny_encoder(dtype=policy))
+    classifier = kerasbert.TextClassifier(tiny_encoder(dtype=policy), num_classes=2)
+    pretrainer.compile(jit_compile="auto")
+    classifier.compile(jit_compile="auto")
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        assert pretrainer.jit_compile is not (policy == "mixed_bfloat16" and bfloat16_units)
+        assert classifier.jit_compile is False
+    else:
+        assert pretrainer.jit_compile is classifier.jit_compile is (backend == "jax")
+    for given in (True, False):
+        pretrainer.compile(jit_compile=given)
+        assert pretrainer.jit_compile is given
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Keras warns when it must turn jit_compile=True off
+        pretrainer.compile(jit_compile="auto", run_eagerly=True)
+    assert pretrainer.jit_compile is False
+
+
+def test_cpu_bfloat16_units_are_read_from_the_cpu_flags(tmp_path):
+    for flags, expected in [("fpu avx512f avx512_bf16 avx512_vnni", True), ("fpu avx512f amx_bf16 amx_tile", True),
+                            ("fpu avx2 avx512f avx512_fp16", False)]:
+        path = tmp_path / f"cpuinfo-{expected}-{len(flags)}"
+        path.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: {flags}\n\n")
+        assert cpu_multiplies_bfloat16(str(path)) is expected
+    assert cpu_multiplies_bfloat16(str(tmp_path / "missing")) is False
 
 
 def test_jit_compiled_training_matches_eager():

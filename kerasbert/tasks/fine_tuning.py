@@ -38,6 +38,7 @@ from kerasbert.tasks.task import (  # noqa: F401 (TASK_FILE, TASK_WEIGHTS_FILE, 
     TASK_WEIGHTS_FILE,
     Task,
     encoder_inputs,
+    resolve_jit_compile,
     text_signature,
 )
 from kerasbert.utils.io import read_json
@@ -119,6 +120,10 @@ class FineTuningTask(Task):
 
     # Whether the outputs are per token, `(batch, seq, ...)`.
     per_token_outputs = False
+    # On a TensorFlow CPU "auto" leaves these steps to TensorFlow's own
+    # kernels (Keras's choice): they ran them faster than XLA
+    # (docs/results.md), and compile nothing per padded length.
+    xla_on_tensorflow_cpu = False
     # Raw examples are lists of words too (else pairs of texts may be).
     raw_word_lists = False
     # transformers' `{Family}For{huggingface_architecture}` holds this head.
@@ -169,11 +174,7 @@ class FineTuningTask(Task):
         if self._recipe is not None:
             # A stand-in until `fit` knows the number of steps.
             optimizer = self._recipe_optimizer(total_steps=None)
-        if kwargs.get("jit_compile", "auto") == "auto" and keras.backend.backend() == "tensorflow" \
-                and not tf.config.list_logical_devices("GPU") and not tf.config.list_logical_devices("TPU"):
-            # On CPU TensorFlow's own kernels ran these steps faster than XLA
-            # (docs/results.md), and need no compilation per padded length.
-            kwargs["jit_compile"] = False
+        kwargs["jit_compile"] = resolve_jit_compile(self, kwargs.get("jit_compile", "auto"), kwargs.get("run_eagerly"))
         self._compile_arguments = dict(
             loss=self._default_loss() if isinstance(loss, str) and loss == "auto" else loss,
             metrics=self._default_metrics() if isinstance(metrics, str) and metrics == "auto" else metrics,

@@ -29,6 +29,7 @@ from kerasbert.tasks.training_faults import (
     out_of_memory_message,
 )
 from kerasbert.utils.checks import show
+from kerasbert.utils.hardware import cpu_multiplies_bfloat16
 from kerasbert.utils.integrity import check_recorded, digests
 from kerasbert.utils.io import read_json, read_safetensors, updating_directory, write_json, write_safetensors
 
@@ -64,6 +65,27 @@ class EncoderAtPositions(keras.layers.Layer):
     def compute_output_shape(self, features_shape, positions_shape):
         hidden = self.encoder.hidden_dim
         return {"sequence_output": (*positions_shape, hidden), "pooled_output": (positions_shape[0], hidden)}
+
+
+def resolve_jit_compile(task, jit_compile, run_eagerly=False):
+    """`task.compile`'s `jit_compile`: True and False as given; "auto" is
+    Keras's choice (XLA on JAX and on TensorFlow with an accelerator, eager
+    on torch, TensorFlow's own kernels on a TensorFlow CPU) except for
+    tasks that ask for XLA on a TensorFlow CPU (`xla_on_tensorflow_cpu`:
+    the pretraining tasks, whose batches have one shape). They get it
+    unless they compute in bfloat16 on a CPU with bfloat16 matrix units:
+    XLA's CPU compiler multiplies bfloat16 matrices in float32, oneDNN's
+    kernels on those units. BERT-small's MLM step on an AMX CPU: in float32
+    XLA's ran 1.24x as fast as TensorFlow's kernels, in bfloat16
+    TensorFlow's 1.41x as fast as XLA's (docs/performance.md). Under a
+    `tf.distribute` strategy or with `run_eagerly` "auto" stays Keras's (no
+    XLA)."""
+    if not (isinstance(jit_compile, str) and jit_compile == "auto") or keras.backend.backend() != "tensorflow" \
+            or not task.xla_on_tensorflow_cpu or run_eagerly or getattr(task, "_distribute_strategy", None) is not None:
+        return jit_compile
+    if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
+        return jit_compile
+    return not (task.compute_dtype == "bfloat16" and cpu_multiplies_bfloat16())
 
 
 def check_encoder(encoder, name="encoder"):
@@ -113,12 +135,21 @@ class Task(keras.Model):
     """
 
     family = None
+    # Whether `compile(jit_compile="auto")` runs the task under XLA on a
+    # TensorFlow CPU, where Keras's "auto" does not (`resolve_jit_compile`).
+    xla_on_tensorflow_cpu = True
     # (No class attribute `preprocessor`: on torch it would hide the layer,
     # which torch's Module keeps in `_modules`.)
     # The preprocessor class `from_preset` builds by default (subclasses),
     # and its default `sequence_length` (at most the encoder's).
     preprocessor_class = None
     default_sequence_length = 512
+
+    def compile(self, *args, jit_compile="auto", **kwargs):
+        """`keras.Model.compile`, with "auto" `jit_compile` resolved for
+        this task and machine (`resolve_jit_compile`)."""
+        jit_compile = resolve_jit_compile(self, jit_compile, kwargs.get("run_eagerly", False))
+        super().compile(*args, jit_compile=jit_compile, **kwargs)
 
     def _finish(self, policy_source, **config):
         """Records the constructor arguments (`config`) and runs the model in
