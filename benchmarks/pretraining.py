@@ -74,12 +74,16 @@ Each row then gives the median over rounds, and its ratio to KerasHub is the
 median of the per-round ratios (each run against KerasHub's run on the same
 backend in the same round); `--json` keeps every run under `runs`.
 
-`--jit auto` compiles the Keras train step with XLA on TensorFlow and JAX
-(`jit_compile=True`) and runs it eagerly on torch (`jit_compile=False`:
-Keras's torch jit is `torch.compile`, which on this CPU took about 95 s to
-compile even a 1-layer, 32-wide model and then ran its steps slower than
-eager); `--jit on`/`off` forces one choice on every backend (`off` runs JAX
-op by op, very slowly). The table's `jit` column says what each row used.
+`--jit auto` runs both Keras systems as kerasbert's `jit_compile="auto"`
+does (`auto_jit`): the train step under XLA on TensorFlow and JAX
+(`jit_compile=True`), eagerly on torch (`jit_compile=False`: Keras's torch
+jit is `torch.compile`, which on this CPU took about 95 s to compile even a
+1-layer, 32-wide model and then ran its steps slower than eager), and in
+mixed bfloat16 on a TensorFlow CPU with bfloat16 matrix units (AMX,
+AVX512-BF16) on TensorFlow's own kernels, which use them (XLA's CPU
+compiler multiplies bfloat16 matrices in float32). `--jit on`/`off` forces
+one choice on every backend (`off` runs JAX op by op, very slowly). The
+table's `jit` column says what each row used.
 `--precision mixed_bfloat16` sets that Keras dtype policy and runs the
 torch loop under `torch.autocast("cpu", torch.bfloat16)`.
 """
@@ -189,12 +193,25 @@ def step_clock():
     return JaxStepClock if keras.backend.backend() == "jax" else StepClock
 
 
+def auto_jit(backend, precision):
+    """`--jit auto` for both Keras systems: kerasbert's `jit_compile="auto"`
+    (`kerasbert.tasks.task.resolve_jit_compile`): XLA on TensorFlow and JAX,
+    eager on torch, and on a TensorFlow CPU with bfloat16 matrix units
+    TensorFlow's own kernels for mixed_bfloat16 (XLA multiplies bfloat16 in
+    float32 there)."""
+    from kerasbert.utils.hardware import cpu_multiplies_bfloat16
+
+    if backend == "tensorflow" and precision == "mixed_bfloat16":
+        return not cpu_multiplies_bfloat16()
+    return backend != "torch"
+
+
 def keras_worker(args, system):
     import keras
     import numpy as np
 
     backend = keras.backend.backend()
-    jit = {"on": True, "off": False, "auto": backend != "torch"}[args.jit]
+    jit = {"on": True, "off": False, "auto": auto_jit(backend, args.precision)}[args.jit]
     keras.config.set_dtype_policy(args.precision)
     keras.utils.set_random_seed(0)
     size = {
@@ -233,14 +250,17 @@ def keras_worker(args, system):
             if sentence_task:
                 y["nsp"] = data["nsp_labels"]
                 sample_weight["nsp"] = np.ones((rows,), "float32")
-        model.compile(optimizer=optimizer, jit_compile=jit)
+        model.compile(optimizer=optimizer, jit_compile="auto" if args.jit == "auto" else jit)
+        if model.jit_compile != jit:
+            raise RuntimeError(f"kerasbert's jit_compile='auto' chose {model.jit_compile}, the benchmark {jit}")
 
     clock = step_clock()(marks(args))
     model.fit(x, y, sample_weight=sample_weight, batch_size=args.batch, epochs=1,
               shuffle=False, verbose=0, callbacks=[clock])
     times, cpu = interval_times(clock.times), interval_times(clock.cpu)
     loss = model.get_metrics_result()["loss"]
-    return {"jit": "xla" if jit and backend != "torch" else ("torch.compile" if jit else "eager"),
+    engine = {"tensorflow": "tf kernels", "jax": "eager", "torch": "eager"}[backend]  # without jit
+    return {"jit": "xla" if jit and backend != "torch" else ("torch.compile" if jit else engine),
             "seconds": statistics.median(times), "all_seconds": times, "cpu_seconds": cpu,
             "warmup_s": clock.times[0] - clock.start, "loss": float(loss), "params": model.count_params()}
 

@@ -81,3 +81,23 @@ def test_profile_predict_attributes_compiled_ops_to_the_model_part(tmp_path):
     assert part("ynn_fusion.76") == "attention: scores, softmax, context"
     assert part("wrapped_slice.2") == "attention: q/k/v kernel slices"
     assert part("copy.9") == "other: copy"  # not in the dump
+
+
+def test_matmul_benchmark_times_the_right_product_on_this_backend():
+    import keras
+    import matmul
+    import pytest
+
+    engine = keras.backend.backend()
+    rows = matmul.measure(engine, [(24, 16, 8), (8, 32, 16)], ["float32", "bfloat16"], calls=2, rounds=2)
+    assert [(r["engine"], r["dtype"], r["shape"]) for r in rows] == [
+        (engine, dtype, shape) for dtype in ("float32", "bfloat16") for shape in ("24x16x8", "8x32x16")]
+    assert all(r["gflops"] > 0 and len(r["rounds_gflops"]) == 2 for r in rows)
+    to_engine, multiply, to_numpy = matmul.product(engine, "float32")
+    with mock.patch.object(matmul, "product", lambda e, d: (to_engine, lambda a, b: multiply(a, b) + 1, to_numpy)):
+        with pytest.raises(AssertionError, match="differs from NumPy's"):
+            matmul.measure(engine, [(4, 4, 4)], ["float32"], calls=1, rounds=1)
+    assert matmul.parse_shape("2048x384x1536") == (2048, 384, 1536)
+    for bad in ("2048x384", "0x1x2", "axbxc"):
+        with pytest.raises(Exception, match="MxKxN"):
+            matmul.parse_shape(bad)
