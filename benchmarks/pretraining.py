@@ -194,16 +194,21 @@ def step_clock():
 
 
 def auto_jit(backend, precision):
-    """`--jit auto` for both Keras systems: kerasbert's `jit_compile="auto"`
-    (`kerasbert.tasks.task.resolve_jit_compile`): XLA on TensorFlow and JAX,
-    eager on torch, and on a TensorFlow CPU with bfloat16 matrix units
-    TensorFlow's own kernels for mixed_bfloat16 (XLA multiplies bfloat16 in
-    float32 there)."""
-    from kerasbert.utils.hardware import cpu_multiplies_bfloat16
+    """`--jit auto` for both Keras systems: what kerasbert's pretraining
+    tasks compile with under `jit_compile="auto"`
+    (`kerasbert.tasks.task.resolve_jit_compile`), Keras's "auto" where that
+    leaves it: XLA on TensorFlow and JAX, eager on torch, and on a
+    TensorFlow CPU with bfloat16 matrix units TensorFlow's own kernels for
+    mixed_bfloat16 (XLA multiplies bfloat16 in float32 there)."""
+    import types
 
-    if backend == "tensorflow" and precision == "mixed_bfloat16":
-        return not cpu_multiplies_bfloat16()
-    return backend != "torch"
+    import keras
+
+    from kerasbert.tasks.task import resolve_jit_compile
+
+    task = types.SimpleNamespace(xla_on_tensorflow_cpu=True, compute_dtype=keras.DTypePolicy(precision).compute_dtype)
+    resolved = resolve_jit_compile(task, "auto")
+    return resolved if isinstance(resolved, bool) else backend != "torch"
 
 
 def keras_worker(args, system):

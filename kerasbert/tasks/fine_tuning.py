@@ -38,7 +38,6 @@ from kerasbert.tasks.task import (  # noqa: F401 (TASK_FILE, TASK_WEIGHTS_FILE, 
     TASK_WEIGHTS_FILE,
     Task,
     encoder_inputs,
-    resolve_jit_compile,
     text_signature,
 )
 from kerasbert.utils.io import read_json
@@ -174,7 +173,6 @@ class FineTuningTask(Task):
         if self._recipe is not None:
             # A stand-in until `fit` knows the number of steps.
             optimizer = self._recipe_optimizer(total_steps=None)
-        kwargs["jit_compile"] = resolve_jit_compile(self, kwargs.get("jit_compile", "auto"), kwargs.get("run_eagerly"))
         self._compile_arguments = dict(
             loss=self._default_loss() if isinstance(loss, str) and loss == "auto" else loss,
             metrics=self._default_metrics() if isinstance(metrics, str) and metrics == "auto" else metrics,
@@ -201,7 +199,7 @@ class FineTuningTask(Task):
     def _compile_recipe(self, total_steps):
         """Compiled again with the recipe's optimizer scheduled over
         `total_steps` train steps (None: unknown), as `fit` does."""
-        keras.Model.compile(self, optimizer=self._recipe_optimizer(total_steps), **self._compile_arguments)
+        Task.compile(self, optimizer=self._recipe_optimizer(total_steps), **self._compile_arguments)
         if self.built:  # its slots made now, eagerly, not traced into the first step (seconds on TensorFlow)
             self.optimizer.build(self.trainable_variables)
 

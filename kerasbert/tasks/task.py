@@ -81,9 +81,8 @@ def resolve_jit_compile(task, jit_compile, run_eagerly=False):
     `tf.distribute` strategy or with `run_eagerly` "auto" stays Keras's (no
     XLA)."""
     if not (isinstance(jit_compile, str) and jit_compile == "auto") or keras.backend.backend() != "tensorflow" \
-            or not task.xla_on_tensorflow_cpu or run_eagerly or getattr(task, "_distribute_strategy", None) is not None:
-        return jit_compile
-    if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
+            or not task.xla_on_tensorflow_cpu or run_eagerly or getattr(task, "_distribute_strategy", None) is not None \
+            or tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
         return jit_compile
     return not (task.compute_dtype == "bfloat16" and cpu_multiplies_bfloat16())
 
