@@ -2,8 +2,11 @@
 
 Without accelerators, try it on 8 virtual CPU devices (JAX):
 
-    XLA_FLAGS=--xla_force_host_platform_device_count=8 KERAS_BACKEND=jax \\
-        python examples/pretrain_distributed.py --distribution model --mesh 2x4
+    XLA_FLAGS="--xla_force_host_platform_device_count=8 --xla_cpu_multi_thread_eigen=false" \\
+        KERAS_BACKEND=jax python examples/pretrain_distributed.py --distribution model --mesh 2x4
+
+(The second flag keeps XLA from running a thread pool inside each of the 8
+devices' threads: docs/distributed.md.)
 
 On a machine with GPUs, the same command without XLA_FLAGS uses them;
 on TensorFlow, `--distribution data` runs MirroredStrategy (and

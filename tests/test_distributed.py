@@ -59,7 +59,8 @@ def results():
         # 8 virtual XLA devices on 2 loaded cores: twice in full runs of the suite (never alone, and
         # not when reproduced under load) the worker, whose specs take 2 minutes in all, was still
         # running after 15. The worker's watchdog stopped it and printed every thread's stack; the
-        # stuck spec and the rest run once more in a fresh process.
+        # stuck spec and the rest run once more in a fresh process. (Both times before the worker
+        # turned off XLA's multi-threaded Eigen: see _start_backend there.)
         warnings.warn(f"{pending[0]} was stuck; rerunning {pending}: {done.stderr[-2000:]}")
     assert done.returncode == 0, done.stderr[-3000:]
     return {(r["strategy"], r["task"]): r for r in lines}
