@@ -200,14 +200,11 @@ def auto_jit(backend, precision):
     leaves it: XLA on TensorFlow and JAX, eager on torch, and on a
     TensorFlow CPU with bfloat16 matrix units TensorFlow's own kernels for
     mixed_bfloat16 (XLA multiplies bfloat16 in float32 there)."""
-    import types
-
     import keras
 
     from kerasbert.tasks.task import resolve_jit_compile
 
-    task = types.SimpleNamespace(xla_on_tensorflow_cpu=True, compute_dtype=keras.DTypePolicy(precision).compute_dtype)
-    resolved = resolve_jit_compile(task, "auto")
+    resolved = resolve_jit_compile("auto", keras.DTypePolicy(precision).compute_dtype)
     return resolved if isinstance(resolved, bool) else backend != "torch"
 
 

@@ -40,7 +40,7 @@ for name in ("kerasbert", "keras_hub"):
     sys.modules[name] = None
 import numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401
 requests, out = json.loads(sys.argv[1]), sys.argv[2]
-outputs, described = {}, {}
+outputs, described, variables = {}, {}, {}
 for name, (path, inputs) in requests.items():
     loaded = tf.saved_model.load(path)
     signature = loaded.signatures["serving_default"]
@@ -48,12 +48,12 @@ for name, (path, inputs) in requests.items():
         value = value.numpy()
         outputs[name + "/" + key] = value.astype("S") if value.dtype == object else value  # bytes, not pickles
     _, specs = signature.structured_input_signature
+    variables[name] = [len(loaded.trainable_variables), len(loaded.non_trainable_variables)]  # as listed
     described[name] = {
-        "variables": [len(loaded.trainable_variables), len(loaded.non_trainable_variables)],  # as listed
         "inputs": {k: [s.dtype.name, s.shape.as_list()] for k, s in specs.items()},
         "outputs": {k: [s.dtype.name, s.shape.as_list()] for k, s in signature.structured_outputs.items()}}
 np.savez(out + ".npz", **outputs)
-json.dump(described, open(out + ".json", "w"))
+json.dump({"signatures": described, "variables": variables}, open(out + ".json", "w"))
 """
 
 
@@ -71,8 +71,8 @@ def serve(requests, directory):
         for key in arrays.files:
             name, output = key.split("/")
             outputs[name][output] = arrays[key]
-        signatures = json.load(f)
-        return outputs, signatures, {name: signature.pop("variables") for name, signature in signatures.items()}
+        described = json.load(f)
+        return outputs, described["signatures"], described["variables"]
 
 
 def tiny_encoder(num_segments=2):

@@ -67,24 +67,27 @@ class EncoderAtPositions(keras.layers.Layer):
         return {"sequence_output": (*positions_shape, hidden), "pooled_output": (positions_shape[0], hidden)}
 
 
-def resolve_jit_compile(task, jit_compile, run_eagerly=False):
-    """`task.compile`'s `jit_compile`: True and False as given; "auto" is
-    Keras's choice (XLA on JAX and on TensorFlow with an accelerator, eager
-    on torch, TensorFlow's own kernels on a TensorFlow CPU) except for
-    tasks that ask for XLA on a TensorFlow CPU (`xla_on_tensorflow_cpu`:
-    the pretraining tasks, whose batches have one shape). They get it
-    unless they compute in bfloat16 on a CPU with bfloat16 matrix units:
-    XLA's CPU compiler multiplies bfloat16 matrices in float32, oneDNN's
-    kernels on those units. BERT-small's MLM step on an AMX CPU: in float32
-    XLA's ran 1.24x as fast as TensorFlow's kernels, in bfloat16
+def resolve_jit_compile(jit_compile, compute_dtype, xla_on_tensorflow_cpu=True, run_eagerly=False,
+                        distributed=False):
+    """A task's `jit_compile`: True and False as given; "auto" is Keras's
+    choice (XLA on JAX and on TensorFlow with an accelerator, eager on
+    torch, TensorFlow's own kernels on a TensorFlow CPU) except for tasks
+    that ask for XLA on a TensorFlow CPU (`xla_on_tensorflow_cpu`: the
+    pretraining tasks, whose batches have one shape). They get it unless
+    they compute in bfloat16 (`compute_dtype`) on a CPU with bfloat16 matrix
+    units: XLA's CPU compiler multiplies bfloat16 matrices in float32,
+    oneDNN's kernels on those units. BERT-small's MLM step on an AMX CPU: in
+    float32 XLA's ran 1.24x as fast as TensorFlow's kernels, in bfloat16
     TensorFlow's 1.41x as fast as XLA's (docs/performance.md). Under a
-    `tf.distribute` strategy or with `run_eagerly` "auto" stays Keras's (no
-    XLA)."""
-    if not (isinstance(jit_compile, str) and jit_compile == "auto") or keras.backend.backend() != "tensorflow" \
-            or not task.xla_on_tensorflow_cpu or run_eagerly or getattr(task, "_distribute_strategy", None) is not None \
-            or tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
+    `tf.distribute` strategy (`distributed`) or with `run_eagerly` "auto"
+    stays Keras's (no XLA)."""
+    if not (isinstance(jit_compile, str) and jit_compile == "auto"):
         return jit_compile
-    return not (task.compute_dtype == "bfloat16" and cpu_multiplies_bfloat16())
+    if keras.backend.backend() != "tensorflow" or not xla_on_tensorflow_cpu or run_eagerly or distributed:
+        return jit_compile
+    if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
+        return jit_compile
+    return not (compute_dtype == "bfloat16" and cpu_multiplies_bfloat16())
 
 
 def check_encoder(encoder, name="encoder"):
@@ -147,7 +150,10 @@ class Task(keras.Model):
     def compile(self, *args, jit_compile="auto", **kwargs):
         """`keras.Model.compile`, with "auto" `jit_compile` resolved for
         this task and machine (`resolve_jit_compile`)."""
-        jit_compile = resolve_jit_compile(self, jit_compile, kwargs.get("run_eagerly", False))
+        jit_compile = resolve_jit_compile(
+            jit_compile, self.compute_dtype, self.xla_on_tensorflow_cpu, kwargs.get("run_eagerly", False),
+            distributed=getattr(self, "_distribute_strategy", None) is not None,
+        )
         super().compile(*args, jit_compile=jit_compile, **kwargs)
 
     def _finish(self, policy_source, **config):
