@@ -97,6 +97,40 @@ def data_parallel_replicas():
     return _axis_size(distribution.device_mesh, distribution.batch_dim_name)
 
 
+def spans_host_devices():
+    """Whether the active `keras.distribution` (JAX) spans several CPU
+    devices: virtual devices of one host (`--xla_force_host_platform_device_count`)."""
+    distribution = keras.distribution.distribution()
+    if distribution is None or keras.backend.backend() != "jax":
+        return False
+    devices = [str(d).lower() for d in distribution.device_mesh.devices.flat]
+    return len(devices) > 1 and all(d.startswith("cpu") for d in devices)
+
+
+class StepByStep(keras.callbacks.Callback):
+    """Makes `fit` and `evaluate` read each step's logs on the main thread
+    before dispatching anything more, as Keras does for callbacks that act
+    on every batch (this one does nothing with them).
+
+    For JAX on several CPU devices of one host, where `Task.fit` and
+    `Task.evaluate` add it. Left to itself Keras reads the logs on a thread
+    of its own while the main thread dispatches on. On 8 virtual devices of
+    2 loaded cores that deadlocked XLA's CPU client in 2 of 10 runs of
+    tests/distributed_worker.py: 7 devices' threads waited in a step's
+    all-reduce for the eighth, which never started, because the client's
+    pool of 8 threads was full (the 7, and one launching a program
+    dispatched after the step, waiting for a free slot on its device). A
+    step at a time, no program is dispatched while one is in flight: no
+    stall in 48 fits on the same machine.
+    """
+
+    def on_train_batch_end(self, batch, logs=None):
+        pass
+
+    def on_test_batch_end(self, batch, logs=None):
+        pass
+
+
 def _axis_size(device_mesh, axis_name):
     return device_mesh.shape[list(device_mesh.axis_names).index(axis_name)]
 

@@ -36,9 +36,8 @@ def _start_backend(backend):
         # joining an all-reduce within XLA's default 40 s, which aborts the process; wait longer.
         # Each device runs its programs on a thread of its own; Eigen's intra-op pool on top of them
         # only oversubscribes the 2 cores. Without it the specs took 177 and 154 s against 202 and
-        # 206 s (alternating runs, one process each), and the process no longer waits on that pool,
-        # where the main thread was stuck twice in full runs (reading metrics at the end of `fit`,
-        # all Python threads idle; the same wedge as PyAutoLabs/PyAutoFit#1528, avoided by this flag).
+        # 206 s (alternating runs, one process each). (It did not prevent the deadlock that
+        # kerasbert.distribution.StepByStep prevents.)
         os.environ["XLA_FLAGS"] = (f"{flags} --xla_force_host_platform_device_count={DEVICES}"
                                    " --xla_cpu_multi_thread_eigen=false"
                                    " --xla_cpu_collective_call_terminate_timeout_seconds=900"

@@ -16,7 +16,7 @@ import keras
 import pytest
 
 import kerasbert
-from kerasbert.distribution import parse_mesh, training_scope
+from kerasbert.distribution import parse_mesh, spans_host_devices, training_scope
 
 BACKEND = keras.backend.backend()
 WORKER = os.path.join(os.path.dirname(__file__), "distributed_worker.py")
@@ -56,11 +56,11 @@ def results():
         pending = pending[len(finished):]
         if done.returncode == 0 or attempt or "Timeout (" not in done.stderr:
             break
-        # 8 virtual XLA devices on 2 loaded cores: twice in full runs of the suite (never alone, and
-        # not when reproduced under load) the worker, whose specs take 2 minutes in all, was still
-        # running after 15. The worker's watchdog stopped it and printed every thread's stack; the
-        # stuck spec and the rest run once more in a fresh process. (Both times before the worker
-        # turned off XLA's multi-threaded Eigen: see _start_backend there.)
+        # A spec still running after SPEC_SECONDS (a few times its time on a loaded machine) is
+        # stuck: the worker's watchdog stops it and prints every thread's stack, and the stuck spec
+        # and the rest run once more in a fresh process. Until fit went a step at a time on several
+        # CPU devices (kerasbert.distribution.StepByStep), a fit deadlocked in XLA's CPU client in
+        # some full runs of the suite (and in 2 of 9 runs of the worker on a loaded machine).
         warnings.warn(f"{pending[0]} was stuck; rerunning {pending}: {done.stderr[-2000:]}")
     assert done.returncode == 0, done.stderr[-3000:]
     return {(r["strategy"], r["task"]): r for r in lines}
@@ -175,6 +175,46 @@ def test_layout_map_on_another_axis_name_and_its_errors():
 
 
 # --- training_scope: choices and errors, in this (one-device) process -------------
+
+def test_fit_and_evaluate_go_a_step_at_a_time_on_several_cpu_devices(monkeypatch):
+    """On several CPU devices (JAX) each step's logs are read on the main
+    thread before the next program is dispatched (`StepByStep`: two
+    programs in flight once deadlocked XLA's CPU client). Elsewhere Keras
+    reads them on a thread of its own where it can (JAX and torch)."""
+    import threading
+
+    import numpy as np
+
+    from kerasbert.tasks import task as task_module
+
+    if BACKEND == "jax":
+        with keras.distribution.DataParallel(devices=["cpu:0", "cpu:1"]).scope():
+            assert spans_host_devices()
+    assert not spans_host_devices()
+    threads = []
+
+    class Threads(keras.callbacks.Callback):
+        async_safe = True  # Keras may run it off the main thread
+
+        def on_train_batch_end(self, batch, logs=None):
+            threads.append(threading.current_thread())
+
+        on_test_batch_end = on_train_batch_end
+
+    encoder = kerasbert.Encoder(vocabulary_size=64, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                                max_sequence_length=16)
+    model = kerasbert.TextClassifier(encoder, num_classes=2)
+    x = {"token_ids": np.ones((16, 8), "int32"), "segment_ids": np.zeros((16, 8), "int32"),
+         "padding_mask": np.ones((16, 8), "int32")}
+    y = np.arange(16) % 2
+    for spans in (True, False):
+        monkeypatch.setattr(task_module, "spans_host_devices", lambda: spans)
+        threads.clear()
+        model.fit(x, y, batch_size=4, validation_data=(x, y), callbacks=[Threads()], verbose=0)
+        model.evaluate(x, y, batch_size=4, callbacks=[Threads()], verbose=0)
+        assert len(threads) == 4 + 4 + 4
+        on_main = [t is threading.main_thread() for t in threads]
+        assert all(on_main) if spans else not any(on_main) == (BACKEND != "tensorflow"), (spans, on_main)
 
 def test_training_scope_without_distribution_is_one_device():
     with training_scope() as scope:

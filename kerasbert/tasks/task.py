@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.distribution import StepByStep, spans_host_devices
 from kerasbert.encoder import Encoder
 from kerasbert.tasks.inputs import (
     check_features,
@@ -88,6 +89,12 @@ def resolve_jit_compile(jit_compile, compute_dtype, xla_on_tensorflow_cpu=True, 
     if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
         return jit_compile
     return not (compute_dtype == "bfloat16" and cpu_multiplies_bfloat16())
+
+
+def _step_by_step():
+    """The callbacks `fit` and `evaluate` add: one step at a time on several
+    CPU devices (`kerasbert.distribution.StepByStep`)."""
+    return [StepByStep()] if spans_host_devices() else []
 
 
 def check_encoder(encoder, name="encoder"):
@@ -210,7 +217,8 @@ class Task(keras.Model):
         args = (x, y, batch_size, epochs, *args)
         if getattr(self, "_non_finite_loss", None) is None:
             self._non_finite_loss = NonFiniteLoss()
-        kwargs["callbacks"] = [NonFiniteLossGuard(self._non_finite_loss), *(kwargs.get("callbacks") or [])]
+        kwargs["callbacks"] = [NonFiniteLossGuard(self._non_finite_loss), *_step_by_step(),
+                               *(kwargs.get("callbacks") or [])]
         try:
             with input_errors():
                 return super().fit(*args, **kwargs)
@@ -308,6 +316,8 @@ class Task(keras.Model):
         x, y, weight = self._checked_data(x, y, kwargs.get("sample_weight"), needs_y=True)
         if weight is not None:
             kwargs["sample_weight"] = weight
+        if not isinstance(kwargs.get("callbacks"), keras.callbacks.CallbackList):  # (fit's validation: has them)
+            kwargs["callbacks"] = [*_step_by_step(), *(kwargs.get("callbacks") or [])]
         with input_errors():
             return super().evaluate(x, y, batch_size, *args, **kwargs)
 
