@@ -1,6 +1,7 @@
 """Prediction on packed rows (kerasbert.tasks.packed_prediction): the row
 packing, the batches it builds, per-document pooling, and the tasks' packed
-outputs against what the same model predicts on one example per row."""
+outputs against what the same model predicts on one example per row; the
+same packing in the serving graph (`pack_in_graph`)."""
 
 import keras
 import numpy as np
@@ -10,7 +11,7 @@ from helpers import rotten_tomatoes, tiny_task
 from kerasbert.layers import Pooling
 from kerasbert.preprocessing import TextPreprocessor
 from kerasbert.tasks import fine_tuning, packed_prediction
-from kerasbert.tasks.packed_prediction import pack_rows, packed_batches, packed_width
+from kerasbert.tasks.packed_prediction import pack_in_graph, pack_rows, packed_batches, packed_width
 
 
 def first_fit_decreasing(lengths, width):
@@ -180,3 +181,64 @@ def test_predict_packs_rows_where_xla_compiles_the_model(preprocessor, texts, mo
     np.testing.assert_allclose(model.predict(texts[:40]), eager, atol=2e-5)
     assert packed == [1]
     assert [m.jit_compile for m in fine_tuning._PACKED_PREDICTORS[model].values()] == [True]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pack_in_graph_packs_as_pack_rows(seed):
+    """The serving graph's packing, row for row what `predict` packs, each
+    example's tokens and features moved whole to its place."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    width = int(rng.choice([4, 16, 40]))
+    documents = int(rng.choice([1, 3, 32]))
+    lengths = np.maximum(rng.integers(1, width + 1, size=int(rng.integers(1, 60))) // int(rng.choice([1, 3])), 1)
+    lengths[rng.integers(len(lengths))] = width  # the request pads to its longest
+    padding_mask = (np.arange(width)[None] < lengths[:, None]).astype("int32")
+    token_ids = rng.integers(1, 1000, padding_mask.shape).astype("int32") * padding_mask
+    segment_ids = (rng.integers(0, 2, padding_mask.shape) * padding_mask).astype("int32")
+    rows, where = pack_in_graph({"token_ids": tf.constant(token_ids), "segment_ids": tf.constant(segment_ids),
+                                 "padding_mask": tf.constant(padding_mask)}, documents)
+    rows, where = {k: v.numpy() for k, v in rows.items()}, where.numpy()
+    expected = pack_rows(lengths, width, documents)
+    assert rows["token_ids"].shape == (len(expected), width)
+    for r, examples in enumerate(expected):
+        assert [(where[e, 0], where[e, 1]) for e in examples] == [(r, d) for d in range(len(examples))]
+        column = 0
+        for d, e in enumerate(examples):
+            span = slice(column, column + lengths[e])
+            assert rows["padding_mask"][r, span].tolist() == [d + 1] * lengths[e]
+            np.testing.assert_array_equal(rows["token_ids"][r, span], token_ids[e, :lengths[e]])
+            np.testing.assert_array_equal(rows["segment_ids"][r, span], segment_ids[e, :lengths[e]])
+            column += lengths[e]
+        assert not rows["padding_mask"][r, column:].any() and not rows["token_ids"][r, column:].any()
+    empty = tf.zeros([0, width], tf.int32)
+    rows, where = pack_in_graph({"token_ids": empty, "padding_mask": empty}, documents)
+    assert rows["token_ids"].shape == (0, width) and where.shape == (0, 2)
+
+
+@pytest.mark.parametrize("kind, options", PACKED_TASKS[::2])
+def test_serving_runs_the_encoder_on_packed_rows(preprocessor, texts, monkeypatch, kind, options):
+    """What a SavedModel runs (tests/test_export.py serves it): the request's
+    examples packed, fewer rows than examples, the outputs `predict`'s."""
+    import tensorflow as tf
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the serving function runs in TensorFlow (exports from JAX and torch rebuild the task there)")
+    keras.utils.set_random_seed(0)
+    model = tiny_task(kind, preprocessor, **options)
+    rows = []
+    call = type(model.encoder).call
+
+    def counted(self, inputs, **kwargs):
+        rows.append(inputs["token_ids"].shape[0])
+        return call(self, inputs, **kwargs)
+
+    monkeypatch.setattr(type(model.encoder), "call", counted)
+    serve, _ = model.serving_function()
+    served = serve(tf.constant(texts[:40]))
+    served = next(iter(served.values())).numpy()
+    lengths = np.asarray(model.preprocessor(texts[:40])["padding_mask"]).sum(axis=1)
+    assert rows == [len(pack_rows(lengths, lengths.max(), documents=16))] and rows[0] < 30  # 64 // 4 a row
+    monkeypatch.undo()
+    np.testing.assert_allclose(served, model.predict(texts[:40], verbose=0), atol=2e-5)

@@ -31,7 +31,7 @@ from kerasbert.tasks.inputs import (
     show,
     sorted_batches,
 )
-from kerasbert.tasks.packed_prediction import packed_batches
+from kerasbert.tasks.packed_prediction import DOCUMENT_TOKENS, PACKED_WIDTH, pack_in_graph, packed_batches
 from kerasbert.tasks.packed_training import EXAMPLE_SLOTS, packed_trainer, packed_training_batches
 from kerasbert.tasks.task import (  # noqa: F401 (TASK_FILE, TASK_WEIGHTS_FILE, text_signature: re-exported)
     TASK_FILE,
@@ -425,6 +425,22 @@ class FineTuningTask(Task):
 
     def _packs_predictions(self):
         return type(self)._packed_outputs is not FineTuningTask._packed_outputs
+
+    def _serving_outputs(self, texts):
+        """In the serving graph: the model's outputs for raw strings (a
+        batch, or a pair of batches). A task with one output per example
+        runs on rows that pack several of the request's examples each, at
+        the width of its longest (`pack_in_graph`), and gathers each
+        example's outputs back: the same outputs, on fewer positions when
+        the lengths differ."""
+        features = self._serving_features(texts)  # (batch, longest)
+        if not self._packs_predictions():
+            return self(features, training=False)
+        documents = max(1, min(self.preprocessor.sequence_length, PACKED_WIDTH) // DOCUMENT_TOKENS)
+        rows, where = pack_in_graph(features, documents)  # (rows, longest); (batch, 2)
+        sequence_output = self.encoder(rows, training=False)["sequence_output"]  # (rows, longest, hidden)
+        outputs = self._packed_outputs(sequence_output, rows["padding_mask"], documents)  # (rows, documents, ...)
+        return keras.tree.map_structure(lambda output: tf.gather_nd(output, where), outputs)  # (batch, ...)
 
     def _packed_predictor(self, documents):
         """A model of this task's layers: packed features -> `_packed_outputs`,

@@ -12,9 +12,15 @@ outputs are what they are alone, to float rounding), and the task pools each
 example's tokens apart (`kerasbert.layers.Pooling(..., documents=n)`). Rows
 are one width, or two when some examples are longer than `PACKED_WIDTH`:
 one or two shapes per call, and few padded positions.
+
+An exported task packs in its serving graph too (`pack_in_graph`): each
+request's examples, padded to its longest, are packed into rows of that
+width the way `pack_rows` packs them, so that a request of mixed lengths
+runs on fewer positions.
 """
 
 import numpy as np
+import tensorflow as tf
 
 from kerasbert.tasks.inputs import checked_batch_size, length_boundaries, rows_per_batch, tokenized_lengths
 
@@ -164,3 +170,52 @@ def packed_batches(preprocessor, x, *, batch_size=32, input_names=None, check=No
             group = last
 
     return batches(), where, documents
+
+
+def pack_in_graph(features, documents):
+    """In a TensorFlow graph (a SavedModel's serving function): a batch of
+    examples, one to a row and padded (`padding_mask` 1 on each row's
+    tokens, first), packed into rows of the same width and at most
+    `documents` examples, as `pack_rows` packs them (one row at a time, each
+    filled with the longest examples left that fit). Returns `(rows,
+    where)`: `rows`, the features `(rows, width)` whose `padding_mask`
+    numbers each row's examples 1, 2, 3, ...; `where (batch, 2)`, example
+    `i` is document `where[i, 1] + 1` of row `where[i, 0]`.
+
+    >>> rows, where = pack_in_graph({"token_ids": tf.constant([[5, 6, 7], [8, 0, 0], [9, 4, 0]]),
+    ...                              "padding_mask": tf.constant([[1, 1, 1], [1, 0, 0], [1, 1, 0]])}, 4)
+    >>> rows["token_ids"].numpy().tolist(), rows["padding_mask"].numpy().tolist(), where.numpy().tolist()
+    ([[5, 6, 7], [9, 4, 8]], [[1, 1, 1], [1, 1, 2]], [[0, 0], [1, 1], [1, 0]])
+    """
+    real = features["padding_mask"] > 0  # (batch, width)
+    lengths = tf.reduce_sum(tf.cast(real, tf.int32), axis=1)  # (batch,)
+    batch, width = tf.shape(real)[0], tf.shape(real)[1]
+
+    def place(placed, row, space, count, waiting, row_of, document, start):
+        # the longest example waiting that fits the row (the first of equals), if the row takes one more
+        fitting = tf.where(waiting & (lengths <= space), lengths, -1)  # (batch,)
+        example = tf.argmax(fitting, output_type=tf.int32)
+        if_placed = (count < documents) & (fitting[example] >= 0)
+        # placed: the example goes to the row; else the row is closed and the next one opened
+        one = tf.one_hot(example, batch, on_value=True, off_value=False) & if_placed  # (batch,)
+        return (placed + tf.cast(if_placed, tf.int32),
+                tf.where(if_placed, row, row + 1),
+                tf.where(if_placed, space - lengths[example], width),
+                tf.where(if_placed, count + 1, 0),
+                waiting & ~one,
+                tf.where(one, row, row_of), tf.where(one, count + 1, document), tf.where(one, width - space, start))
+
+    zeros = tf.zeros([batch], tf.int32)
+    state = (0, 0, width, 0, tf.ones([batch], tf.bool), zeros, zeros, zeros)
+    _, _, _, _, _, row_of, document, start = tf.while_loop(
+        lambda placed, *_: placed < batch, place, state, maximum_iterations=2 * batch)
+    # each real token's place: (tokens, 2) [row, column], from its (example, index)
+    token = tf.where(real)
+    example, index = tf.cast(token[:, 0], tf.int32), tf.cast(token[:, 1], tf.int32)
+    target = tf.stack([tf.gather(row_of, example), tf.gather(start, example) + index], axis=1)
+    shape = tf.stack([tf.reduce_max(tf.concat([row_of + 1, [0]], 0)), width])  # no rows for no examples
+    rows = {}
+    for key, values in features.items():
+        values = tf.gather(document, example) if key == "padding_mask" else tf.gather_nd(values, token)
+        rows[key] = tf.scatter_nd(target, tf.cast(values, features[key].dtype), shape)
+    return rows, tf.stack([row_of, document - 1], axis=1)

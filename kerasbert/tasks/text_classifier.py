@@ -189,7 +189,7 @@ class TextClassifier(FineTuningTask):
             raise TypeError(f"pairs must be True or False; got {pairs!r}.")
 
         def serve(*texts):
-            logits = self(self._serving_features(texts if pairs else texts[0]), training=False)
+            logits = self._serving_outputs(texts if pairs else texts[0])
             if self.num_classes == 1:
                 return {"logits": logits}
             label = keras.ops.cast(keras.ops.argmax(logits, axis=-1), "int32")

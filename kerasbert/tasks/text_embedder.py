@@ -75,6 +75,6 @@ class TextEmbedder(FineTuningTask):
         `embedding` (batch, hidden_dim) float32."""
 
         def serve(text):
-            return {"embedding": self(self._serving_features(text), training=False)}
+            return {"embedding": self._serving_outputs(text)}
 
         return serve, text_signature("text")
