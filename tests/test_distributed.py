@@ -60,7 +60,7 @@ def results():
         # stuck: the worker's watchdog stops it and prints every thread's stack, and the stuck spec
         # and the rest run once more in a fresh process. Until fit went a step at a time on several
         # CPU devices (kerasbert.distribution.StepByStep), a fit deadlocked in XLA's CPU client in
-        # some full runs of the suite (and in 2 of 9 runs of the worker on a loaded machine).
+        # some full runs of the suite (and in 2 of 10 runs of the worker on a loaded machine).
         warnings.warn(f"{pending[0]} was stuck; rerunning {pending}: {done.stderr[-2000:]}")
     assert done.returncode == 0, done.stderr[-3000:]
     return {(r["strategy"], r["task"]): r for r in lines}

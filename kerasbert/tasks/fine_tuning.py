@@ -31,7 +31,7 @@ from kerasbert.tasks.inputs import (
     show,
     sorted_batches,
 )
-from kerasbert.tasks.packed_prediction import DOCUMENT_TOKENS, PACKED_WIDTH, pack_in_graph, packed_batches
+from kerasbert.tasks.packed_prediction import documents_per_row, pack_in_graph, packed_batches
 from kerasbert.tasks.packed_training import EXAMPLE_SLOTS, packed_trainer, packed_training_batches
 from kerasbert.tasks.task import (  # noqa: F401 (TASK_FILE, TASK_WEIGHTS_FILE, text_signature: re-exported)
     TASK_FILE,
@@ -436,10 +436,9 @@ class FineTuningTask(Task):
         features = self._serving_features(texts)  # (batch, longest)
         if not self._packs_predictions():
             return self(features, training=False)
-        documents = max(1, min(self.preprocessor.sequence_length, PACKED_WIDTH) // DOCUMENT_TOKENS)
+        documents = documents_per_row(self.preprocessor.sequence_length)
         rows, where = pack_in_graph(features, documents)  # (rows, longest); (batch, 2)
-        sequence_output = self.encoder(rows, training=False)["sequence_output"]  # (rows, longest, hidden)
-        outputs = self._packed_outputs(sequence_output, rows["padding_mask"], documents)  # (rows, documents, ...)
+        outputs = self._packed_predictor(documents)(rows, training=False)  # (rows, documents, ...)
         return keras.tree.map_structure(lambda output: tf.gather_nd(output, where), outputs)  # (batch, ...)
 
     def _packed_predictor(self, documents):

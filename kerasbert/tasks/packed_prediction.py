@@ -28,9 +28,14 @@ from kerasbert.tasks.inputs import checked_batch_size, length_boundaries, rows_p
 # (a second width): every token attends over its whole row (masked), so one
 # long example would make every row cost its width.
 PACKED_WIDTH = 128
-# A row holds at most `min(width, PACKED_WIDTH) // DOCUMENT_TOKENS` examples:
-# the slots of a task's packed outputs, `(rows, documents, ...)`.
+# A row holds at most `min(width, PACKED_WIDTH) // DOCUMENT_TOKENS` examples
+# (`documents_per_row`): the slots of a task's packed outputs, `(rows, documents, ...)`.
 DOCUMENT_TOKENS = 4
+
+
+def documents_per_row(width):
+    """The examples a row of `width` tokens holds at most (at least 1)."""
+    return max(1, min(width, PACKED_WIDTH) // DOCUMENT_TOKENS)
 
 
 def packed_width(longest, sequence_length):
@@ -132,7 +137,7 @@ def packed_batches(preprocessor, x, *, batch_size=32, input_names=None, check=No
     sequence_length = preprocessor.sequence_length
     groups = [g for g in (np.flatnonzero(lengths <= PACKED_WIDTH), np.flatnonzero(lengths > PACKED_WIDTH)) if g.size]
     widths = [packed_width(int(lengths[g].max()), sequence_length) for g in groups]
-    documents = max(1, min(widths[0] if widths else 1, PACKED_WIDTH) // DOCUMENT_TOKENS)
+    documents = documents_per_row(widths[0] if widths else 1)
     plan = []  # (width, rows of the batch: lists of example indices)
     where = np.zeros((len(lengths), 2), np.int64)
     for group, width in zip(groups, widths):

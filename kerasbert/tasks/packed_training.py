@@ -41,7 +41,7 @@ from kerasbert.tasks.inputs import (
     fitted_boundaries,
     tokenized_lengths,
 )
-from kerasbert.tasks.packed_prediction import DOCUMENT_TOKENS, PACKED_WIDTH, pack_rows, place_rows
+from kerasbert.tasks.packed_prediction import PACKED_WIDTH, documents_per_row, pack_rows, place_rows
 from kerasbert.tasks.task import encoder_inputs
 
 # The feature of a packed batch that says where each example is: `(examples,
@@ -50,7 +50,7 @@ EXAMPLE_SLOTS = "example_slots"
 # Examples a row of the packed graph may hold: rows are at most
 # `PACKED_WIDTH` tokens wide and hold at most one example per
 # `DOCUMENT_TOKENS` tokens.
-TRAINING_DOCUMENTS = PACKED_WIDTH // DOCUMENT_TOKENS
+TRAINING_DOCUMENTS = documents_per_row(PACKED_WIDTH)
 # Random batches whose rows are counted to fit the row counts.
 SAMPLED_BATCHES = 512
 
@@ -149,7 +149,7 @@ def packed_layout(lengths, batch_size, shuffle, rng, replicas=1):
     longest = int(-(-lengths.max() // PADDING_MULTIPLE) * PADDING_MULTIPLE)
     best = None
     for width in range(longest, min(longest + 24, PACKED_WIDTH) + 1, PADDING_MULTIPLE):
-        documents = max(1, width // DOCUMENT_TOKENS)
+        documents = documents_per_row(width)
         needed = np.array([len(pack_rows(lengths[b], width, documents)) for b in batches])
         shape_cost = SHAPE_COST / width * len(needed) / steps  # in rows of the batches counted
         row_counts = fitted_boundaries(needed, batch_size, shapes=COMPILED_SHAPES, multiple=replicas,
@@ -185,7 +185,7 @@ class PackedBatches(keras.utils.PyDataset):
         self.offsets = np.cumsum(lengths) - lengths  # each example's first token in `tokens`
         self.batch_size, self.shuffle, self.rng, self.replicas = batch_size, shuffle, rng, replicas
         self.width, self.row_counts = width, np.asarray(row_counts)
-        self.documents = max(1, width // DOCUMENT_TOKENS)
+        self.documents = documents_per_row(width)
         self.batches = self._epoch()
 
     def _epoch(self):
