@@ -18,11 +18,11 @@ import argparse
 import statistics
 import time
 
+import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
 import keras
 import numpy as np
 from keras import ops
 
-import kerasbert
 import kerasbert.encoder
 from kerasbert.layers import PositionEmbedding
 

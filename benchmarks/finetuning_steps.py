@@ -17,11 +17,10 @@ import argparse
 import collections
 import time
 
+import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
 import keras
 import numpy as np
 from finetuning import BATCH, LEARNING_RATE, MAX_TOKENS, WEIGHT_DECAY, split
-
-import kerasbert
 
 
 def main():

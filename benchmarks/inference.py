@@ -135,9 +135,9 @@ def _time_keras(model, texts, calls, on_batch):
 
 
 def run_kerasbert(texts, args):
+    import kerasbert  # first: TensorFlow's oneDNN kernels on x86 (kerasbert.utils.hardware)
     import keras
 
-    import kerasbert
     from kerasbert.tasks.inputs import pack_batch
 
     keras.utils.set_random_seed(args.seed)

@@ -15,13 +15,12 @@ import os
 import sys
 import tempfile
 
+import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
 import keras
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from helpers import encoder_inputs, hf_outputs, make_hf_checkpoint, minilm_directory, run
-
-import kerasbert
 
 BASE = dict(vocab_size=1000, hidden_size=96, num_hidden_layers=4, num_attention_heads=6,
             intermediate_size=200, max_position_embeddings=128,

@@ -74,9 +74,9 @@ def profile(args, dump, trace):
     os.environ["KERAS_BACKEND"] = "jax"
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump} --xla_dump_hlo_as_text"
     import jax
+    import kerasbert  # first: TensorFlow's oneDNN kernels on x86 (kerasbert.utils.hardware)
     import keras
 
-    import kerasbert
     from finetuning import MAX_TOKENS, split
 
     _, (texts, _) = split(args.seed, 4000, args.test)

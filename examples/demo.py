@@ -21,11 +21,10 @@ import subprocess
 import sys
 import time
 
+import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
 import keras
 import numpy as np
 from finetune_classifier import DATA, LABELS, load_rotten_tomatoes
-
-import kerasbert
 
 # What a serving process needs: TensorFlow and tensorflow-text (which
 # registers the tokenizer's ops). kerasbert is made unimportable to show it.

@@ -24,10 +24,9 @@ import io
 import os
 import time
 
+import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
 import keras
 import numpy as np
-
-import kerasbert
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "rotten_tomatoes.csv.bz2")
 LABELS = ("rotten", "fresh")

@@ -31,9 +31,9 @@ import os
 import tempfile
 import time
 
+import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
 import keras
 
-import kerasbert
 from kerasbert.finetuning import finetune
 from kerasbert.readers import read_squad
 

@@ -25,9 +25,9 @@ docs/distributed.md for multi-host runs, the global batch and checkpoints.
 
 import argparse
 
+import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
 import keras
 
-import kerasbert
 from kerasbert.distribution import training_scope
 
 

@@ -11,10 +11,9 @@ tokens, L2-normalised (the sentence-transformers recipe for this model).
 
 import time
 
+import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
 import keras
 import numpy as np
-
-import kerasbert
 
 PAIRS = [
     ("A man is eating food.", "A man is eating a piece of bread."),

@@ -7,6 +7,11 @@ Examples:
 4385920
 """
 
+# Before anything imports TensorFlow, which reads its oneDNN switch once.
+from kerasbert.utils.hardware import prefer_onednn
+
+prefer_onednn()
+
 from kerasbert import convert, layers, losses, metrics, optimizers, preprocessing, readers, tasks, tokenizers
 from kerasbert.encoder import Encoder
 from kerasbert.finetuning import finetune

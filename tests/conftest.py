@@ -14,6 +14,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 
+# kerasbert first, as users are told: it turns on TensorFlow's oneDNN
+# kernels on x86 before TensorFlow is imported (kerasbert.utils.hardware).
+import kerasbert  # noqa: E402, F401
 import keras  # noqa: E402
 import pytest  # noqa: E402
 

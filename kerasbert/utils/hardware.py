@@ -1,6 +1,10 @@
-"""What the machine's CPU can do, where it decides how a task compiles."""
+"""What the machine's CPU can do, where it decides how a task compiles
+and which kernels TensorFlow runs."""
 
 import functools
+import os
+import platform
+import sys
 
 # /proc/cpuinfo flags of x86 units that multiply bfloat16 matrices at more
 # than the float32 rate: AMX tiles (Sapphire Rapids and later) and
@@ -25,3 +29,39 @@ def cpu_multiplies_bfloat16(cpuinfo="/proc/cpuinfo"):
     except OSError:
         pass
     return False
+
+
+def prefer_onednn(environ=None, modules=None, machine=None):
+    """Turns on TensorFlow's oneDNN kernels and graph fusions on an x86-64
+    CPU, unless the user chose (`TF_ENABLE_ONEDNN_OPTS` set either way) or
+    TensorFlow is already imported. True when it set the variable.
+
+    TensorFlow reads `TF_ENABLE_ONEDNN_OPTS` once, as it is imported; unset,
+    it uses oneDNN only on CPUs with neural-network instructions (AVX-512
+    VNNI or BF16, AMX and the like: TensorFlow 2.9's release notes). On
+    an AVX2 CPU, where it said oneDNN was off, its own kernels run the products, the bias
+    additions and the GELU as separate passes over memory: the exact GELU
+    of a (2048, 1536) activation took 17 ms there against 4 ms on torch,
+    and all-MiniLM-L6-v2's forward took 15% longer than with oneDNN, whose
+    remapper can fuse the product, the bias and the GELU into one kernel
+    (docs/performance.md, session 27). `kerasbert/__init__.py` calls this before it
+    imports Keras; import kerasbert before keras or tensorflow to get it, or
+    set the variable yourself (`TF_ENABLE_ONEDNN_OPTS=0` keeps oneDNN off).
+
+    >>> env = {}
+    >>> prefer_onednn(env, modules={}, machine="x86_64"), env
+    (True, {'TF_ENABLE_ONEDNN_OPTS': '1'})
+    >>> prefer_onednn({"TF_ENABLE_ONEDNN_OPTS": "0"}, modules={}, machine="x86_64")
+    False
+    >>> prefer_onednn({}, modules={"tensorflow": None}, machine="x86_64")
+    False
+    >>> prefer_onednn({}, modules={}, machine="aarch64")
+    False
+    """
+    environ = os.environ if environ is None else environ
+    modules = sys.modules if modules is None else modules
+    machine = platform.machine() if machine is None else machine
+    if "TF_ENABLE_ONEDNN_OPTS" in environ or "tensorflow" in modules or machine.lower() not in ("x86_64", "amd64"):
+        return False
+    environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
+    return True
