@@ -38,15 +38,16 @@ def prefer_onednn(environ=None, modules=None, machine=None):
 
     TensorFlow reads `TF_ENABLE_ONEDNN_OPTS` once, as it is imported; unset,
     it uses oneDNN only on CPUs with neural-network instructions (AVX-512
-    VNNI or BF16, AMX and the like: TensorFlow 2.9's release notes). On
-    an AVX2 CPU, where it said oneDNN was off, its own kernels run the products, the bias
-    additions and the GELU as separate passes over memory: the exact GELU
-    of a (2048, 1536) activation took 17 ms there against 4 ms on torch,
-    and all-MiniLM-L6-v2's forward took 15% longer than with oneDNN, whose
-    remapper can fuse the product, the bias and the GELU into one kernel
-    (docs/performance.md, session 27). `kerasbert/__init__.py` calls this before it
-    imports Keras; import kerasbert before keras or tensorflow to get it, or
-    set the variable yourself (`TF_ENABLE_ONEDNN_OPTS=0` keeps oneDNN off).
+    VNNI or BF16, AMX and the like: TensorFlow 2.9's release notes). On an
+    AVX2 CPU, where it said oneDNN was off, its own kernels ran the
+    products, the bias additions and the GELU as separate passes over
+    memory: the exact GELU of a (2048, 1536) activation took 17 ms there
+    against 4 ms on torch, and all-MiniLM-L6-v2's forward took 15% longer
+    than with oneDNN, whose remapper can fuse the product, the bias and the
+    GELU into one kernel (docs/performance.md, session 27).
+    `kerasbert/__init__.py` calls this before it imports Keras; import
+    kerasbert before keras or tensorflow to get it, or set the variable
+    yourself (`TF_ENABLE_ONEDNN_OPTS=0` keeps oneDNN off).
 
     >>> env = {}
     >>> prefer_onednn(env, modules={}, machine="x86_64"), env
