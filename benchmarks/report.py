@@ -10,6 +10,9 @@ script named, with `--json`):
   `benchmarks/pretraining.py [--precision mixed_bfloat16]`;
 * `finetuning.json`, `finetuning_bfloat16.json`: `benchmarks/finetuning.py
   [--precision mixed_bfloat16]`;
+* `finetuning_keras_hub.json`: `benchmarks/finetuning.py --systems
+  kerasbert,keras_hub,transformers` (KerasHub's `BertTextClassifier`, about
+  35 minutes);
 * `inference.json`: `benchmarks/inference.py`;
 
 prints one markdown table per file (the figures docs/performance.md shows)
@@ -40,6 +43,8 @@ PANELS = (
      [("train_examples_per_s", "")], "examples/s"),
     ("inference.json", "Inference, batch 32",
      [("predict_examples_per_s", "predict"), ("savedmodel_examples_per_s", "SavedModel")], "examples/s"),
+    ("finetuning_keras_hub.json", "Fine-tuning against KerasHub's BertTextClassifier, float32",
+     [("train_examples_per_s", "train"), ("predict_examples_per_s", "predict")], "examples/s"),
 )
 
 
@@ -121,6 +126,7 @@ TABLES = {
     "finetuning.json": finetuning_table,
     "finetuning_bfloat16.json": finetuning_table,
     "inference.json": inference_table,
+    "finetuning_keras_hub.json": finetuning_table,
 }
 
 
@@ -146,7 +152,7 @@ def bars(axis, data, fields, unit, title):
                 xs.append(b - 0.4 + width * (i + 0.5))
                 heights.append(r[field])
         label = LABELS[system] + (f", {suffix}" if suffix else "")
-        hatch = "//" if suffix == "SavedModel" else None
+        hatch = "//" if (field, suffix) != fields[0] else None  # a system's second bar (SavedModel, predict)
         drawn = axis.bar(xs, heights, width, label=label, color=COLORS[system], hatch=hatch, edgecolor="white")
         axis.bar_label(drawn, fmt="%.1f", fontsize=7)
     axis.set_xticks(range(len(BACKENDS)), [f"{b} backend" for b in BACKENDS], fontsize=8)

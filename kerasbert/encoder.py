@@ -451,7 +451,7 @@ class Encoder(keras.Model):
         token: every token is still a key and value of its attention, while
         its queries, feed-forward network and LayerNorms skip the rest. For
         BERT's 20 masked positions in 128 tokens that is most of one layer's
-        work, forward and backward (see docs/performance.md). Used by
+        work, forward and backward (see docs/performance_history.md). Used by
         `kerasbert.MaskedLM`, `kerasbert.BertPretrainer` and, with
         `pooling="cls"`, `kerasbert.TextClassifier` (the first token only).
 

@@ -8,7 +8,7 @@ when the target's logit is the largest: one gather of `(..., 1)` values
 beside the reductions the log-softmax needs anyway. On JAX (XLA, 2 CPU
 cores) the masked-LM head of BERT-small, 320 masked positions, forward and
 backward with the accuracy, took 142 instead of 180 ms; whole train steps
-1.02x (JAX) and 1.04x (TensorFlow under XLA) as fast (docs/performance.md).
+1.02x (JAX) and 1.04x (TensorFlow under XLA) as fast (docs/performance_history.md).
 On torch the loss stays torch's fused cross-entropy kernel, which was
 faster there.
 

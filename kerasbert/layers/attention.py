@@ -24,7 +24,7 @@ class SelfAttention(keras.layers.Layer):
     blocks rather than one product split afterwards: the backward pass then
     needs no padding of the three gradients into the fused shape (a train
     step of BERT-small measured 7% faster on JAX under XLA, the same on
-    TensorFlow and torch; docs/performance.md). Attention runs through
+    TensorFlow and torch; docs/performance_history.md). Attention runs through
     `keras.ops.dot_product_attention`, which picks the backend's fused
     kernel; only when attention-probability dropout is active (training
     with `dropout > 0`) does it fall back to an explicit softmax so that
@@ -106,7 +106,7 @@ class SelfAttention(keras.layers.Layer):
                 positions = ops.cast(query_positions, "int32")
                 attention_mask = ops.take_along_axis(attention_mask, positions[:, None, :, None], axis=2)
         # Each shape read once: on TensorFlow a read of a dynamic dimension
-        # is two graph ops, traced per call (docs/performance.md).
+        # is two graph ops, traced per call (docs/performance_history.md).
         batch, seq = ops.shape(inputs)[:2]
         queries = seq if query_positions is None else ops.shape(rows)[1]
         # The fused kernel and bias read once, in three column blocks: (hidden, hidden) and (hidden,) each.

@@ -17,7 +17,7 @@ class Dense(keras.layers.Dense):
     grappler's oneDNN remapper fuses the three into one
     `_MklNativeFusedMatMul`, which runs faster:
     all-MiniLM-L6-v2's forward of 32 rows took about 15% less time at 16 to
-    64 tokens (docs/performance.md). The other backends take the product as
+    64 tokens (docs/performance_history.md). The other backends take the product as
     it is: torch's `matmul` folds the leading axes the same way (two more
     ops would only add Python time per step), and XLA fuses as it likes. A
     quantized layer runs Keras's quantized call, unflattened. Weights,

@@ -29,7 +29,7 @@ class Dropout(keras.layers.Dropout):
 
     On a BERT-small MLM train step, session 10's 16-bit draws were 10%
     (JAX) and 5% (TensorFlow) faster than Keras's dropout, and this hash
-    another 2% and 4% faster than those draws (docs/performance.md). The masks
+    another 2% and 4% faster than those draws (docs/performance_history.md). The masks
     differ from Keras's, not their distribution: `tests/test_dropout.py`
     checks the rate at several thresholds, the scale, and the independence
     of elements at strides of the index and of successive calls. PyTorch

@@ -16,7 +16,7 @@ def call_sublayer(owner, layer, inputs, **kwargs):
     its compute dtype.
     There `layer.call` runs directly: all-MiniLM-L6-v2's forward of one
     8-token string took 12-13 instead of 16 ms, of 32 rows of 32 tokens
-    88-89 instead of 97-105 ms (docs/performance.md).
+    88-89 instead of 97-105 ms (docs/performance_history.md).
 
     Everything else goes through `__call__` as usual: the other backends
     (their steps are traced once, so this Python runs only when tracing), an

@@ -43,7 +43,7 @@ DEFAULT_BOUNDARIES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 GROUP_BY_LENGTH = 16
 # Padded lengths under XLA are multiples of this (see `fitted_boundaries`);
 # eager steps take exact lengths, which measured 6-8% faster on MiniLM
-# (docs/performance.md).
+# (docs/performance_history.md).
 PADDING_MULTIPLE = 8
 # Padded lengths below `sequence_length` for models that XLA compiles once per
 # input shape: each costs a compilation (seconds), fewer cost padding.
@@ -59,7 +59,7 @@ PACKING_CHUNK = 4096
 # all-MiniLM-L6-v2's 2,000 test snippets batches of 2,048 positions
 # predicted 12% faster than batches of 32 rows on TensorFlow, and 2,496
 # positions 6% faster on torch; 4,992 were 13% slower on torch
-# (docs/performance.md).
+# (docs/performance_history.md).
 PREDICT_POSITIONS = 2048
 
 
@@ -392,7 +392,7 @@ def sorted_batches(preprocessor, x, *, batch_size=32, shapes=None, input_names=N
     bad features), then in the sorted order as the batches are drawn, with
     no packing for a single chunk. No tf.data pipeline: its tracing took
     ~0.4 s a call, and its threads the cores the model's forward passes
-    run on (docs/performance.md).
+    run on (docs/performance_history.md).
 
     Returns `(batches, order)`, `batches` an iterator that packs as it goes.
     """

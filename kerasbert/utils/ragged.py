@@ -33,7 +33,7 @@ def row_positions(ragged):
 # re-check those partitions with asserts,
 # each inside a `tf.cond`: 44 of them in the WordPiece tokenizer's graph.
 # Built unchecked here, that graph fell from 2,419 to 1,331 ops, and its
-# trace and first call from 2.1 to 0.7 s (docs/performance.md). They take
+# trace and first call from 2.1 to 0.7 s (docs/performance_history.md). They take
 # ragged tensors of one ragged dimension, `(rows, None)`.
 
 
