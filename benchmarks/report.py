@@ -157,8 +157,11 @@ def bars(axis, data, fields, unit, title):
         axis.bar_label(drawn, fmt="%.1f", fontsize=7)
     axis.set_xticks(range(len(BACKENDS)), [f"{b} backend" for b in BACKENDS], fontsize=8)
     axis.set_ylabel(unit)
-    axis.set_ylim(0, axis.get_ylim()[1] * 1.3)  # headroom: the legend above the tallest bars
-    axis.legend(fontsize=7, loc="upper right")
+    columns = 2 if len(series) > 4 else 1
+    entries_per_column = -(-len(series) // columns)
+    # headroom: the legend above the tallest bars
+    axis.set_ylim(0, axis.get_ylim()[1] * (1.1 + 0.08 * entries_per_column))
+    axis.legend(fontsize=7, loc="upper right", ncol=columns)
 
 
 def plot(loaded, path, plotted_on):
