@@ -11,8 +11,10 @@ sys.path.insert(0, BENCHMARKS)  # the scripts import `common` as their sibling
 import common  # noqa: E402
 import report  # noqa: E402
 
-# The latest run of each workload, and the Intel CPU's set (docs/performance.md).
-RESULTS = [os.path.join(BENCHMARKS, "results"), os.path.join(BENCHMARKS, "results", "intel_xeon")]
+# The latest run of each workload, and a folder per machine of earlier sets
+# (benchmarks/results/intel_xeon/; docs/performance.md).
+_TOP = os.path.join(BENCHMARKS, "results")
+RESULTS = [_TOP] + sorted(entry.path for entry in os.scandir(_TOP) if entry.is_dir())
 
 
 def test_tables_have_a_row_per_result():
