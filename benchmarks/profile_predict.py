@@ -26,9 +26,10 @@ import time
 # (part, pattern on the operation's op_name); the first match names the part.
 PARTS = [
     ("attention: q/k/v kernel slices", r"attention/split"),
+    ("attention: scores, softmax, context",
+     r"attention/vmap|attention/dot_general/batched|attention/.*(softmax|exp|reduce|select|div)"),
     ("attention: q/k/v products", r"attention/dot_general"),
     ("attention: heads (reshapes, transposes)", r"attention/(reshape|transpose)|vmap\(\)/transpose"),
-    ("attention: scores, softmax, context", r"attention/vmap|attention/.*(softmax|exp|reduce|select|div)"),
     ("attention: output product", r"attention/output_dense"),
     ("FFN: first product and bias", r"intermediate_dense/(dot_general|add)"),
     ("FFN: GELU", r"intermediate_dense"),
@@ -40,14 +41,19 @@ PARTS = [
 
 
 def op_names(dump):
-    """HLO op name -> its source op_name, from the optimised predict module."""
+    """HLO op name -> its source op_name, from the optimised predict module;
+    a product (or fusion of one) with a result of more than two dimensions
+    gets "/batched" appended: attention's scores and context, whose source
+    name is the q/k/v projections' (2-D products) on the explicit path."""
     names = {}
     for path in glob.glob(os.path.join(dump, "*predict_step*after_optimizations.txt")):
         with open(path) as f:
             for line in f:
                 found = re.match(r"\s*(?:ROOT )?%?([\w.\-]+) = .*?op_name=\"([^\"]+)\"", line)
                 if found:
-                    names[found.group(1)] = found.group(2)
+                    shape = re.search(r"= \w+\[([\d,]*)\]", line)
+                    batched = found.group(2).endswith("dot_general") and shape and shape.group(1).count(",") >= 2
+                    names[found.group(1)] = found.group(2) + ("/batched" if batched else "")
     return names
 
 

@@ -172,18 +172,38 @@ def test_dropout_is_active_only_in_training():
     assert_outputs_close(run(encoder, inputs), run(encoder, inputs), atol=0)
 
 
-def test_attention_dropout_path_is_the_fused_attention():
-    # Training with attention dropout takes an explicit softmax path (heads-
-    # major layout); with the draw switched off it must equal the fused
-    # dot_product_attention used at inference, padding and documents included.
+@pytest.mark.parametrize("explicit_at_inference", [False, True])
+def test_explicit_attention_is_the_fused_attention(monkeypatch, explicit_at_inference):
+    # The explicit path (heads in front, its own softmax), taken in training
+    # with attention dropout and at inference on JAX's CPU, must equal
+    # Keras's dot_product_attention (the backend's fused kernel), padding
+    # and documents included; the draw switched off.
+    from kerasbert.layers import attention
+
     layer = kerasbert.layers.SelfAttention(num_heads=2, hidden_dim=8, dropout=0.1)
     x = np.random.default_rng(0).standard_normal((2, 5, 8)).astype("float32")
     padding_mask = np.array([[1, 1, 2, 2, 0], [1, 1, 1, 0, 0]])
     mask = kerasbert.encoder.document_attention_mask(padding_mask)
     layer.probs_dropout.rate = 0.0
-    trained = keras.ops.convert_to_numpy(layer(x, attention_mask=mask, training=True))
-    inferred = keras.ops.convert_to_numpy(layer(x, attention_mask=mask, training=False))
-    np.testing.assert_allclose(trained, inferred, atol=1e-5)
+    monkeypatch.setattr(attention, "xla_on_cpu", lambda: False)
+    fused = keras.ops.convert_to_numpy(layer(x, attention_mask=mask, training=False))
+    monkeypatch.setattr(attention, "xla_on_cpu", lambda: explicit_at_inference)
+    explicit = keras.ops.convert_to_numpy(layer(x, attention_mask=mask, training=not explicit_at_inference))
+    np.testing.assert_allclose(explicit, fused, atol=1e-5)
+
+
+def test_jax_on_a_cpu_attends_explicitly(monkeypatch):
+    # What decides the path: on JAX's CPU, inference takes the explicit
+    # products (faster there); elsewhere Keras's dot_product_attention.
+    from kerasbert.layers import attention
+    from kerasbert.utils.hardware import xla_on_cpu
+
+    assert xla_on_cpu() == (keras.backend.backend() == "jax")  # the test machines have no accelerator
+    calls = []
+    monkeypatch.setattr(keras.ops, "dot_product_attention", lambda *a, **k: calls.append(1) or a[0])
+    layer = kerasbert.layers.SelfAttention(num_heads=2, hidden_dim=8)
+    layer(np.zeros((1, 3, 8), "float32"), training=False)
+    assert bool(calls) != xla_on_cpu()
 
 
 @pytest.mark.parametrize(

@@ -66,3 +66,17 @@ def prefer_onednn(environ=None, modules=None, machine=None):
         return False
     environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
     return True
+
+
+@functools.lru_cache(maxsize=None)
+def xla_on_cpu():
+    """True when Keras runs on JAX and JAX computes on the CPU: XLA's CPU
+    code generator, whose batched products are faster with their batch
+    dimensions in front (`kerasbert.layers.SelfAttention`)."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return False
+    import jax
+
+    return jax.default_backend() == "cpu"
