@@ -27,8 +27,8 @@ class SelfAttention(keras.layers.Layer):
     step of BERT-small measured 7% faster on JAX under XLA, the same on
     TensorFlow and torch; docs/performance_history.md). Attention runs through
     `keras.ops.dot_product_attention`, which picks the backend's fused
-    kernel (torch's `scaled_dot_product_attention`, cuDNN's on a GPU under
-    JAX), except in two cases, where it is two batched products with the
+    kernel (torch's `scaled_dot_product_attention`; cuDNN's flash attention
+    under JAX on a GPU, where it applies), except in two cases, where it is two batched products with the
     heads in front and an explicit softmax: when attention-probability
     dropout is active (training with `dropout > 0`), to drop out the
     probabilities; and on JAX on a CPU, where XLA runs those products
