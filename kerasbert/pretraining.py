@@ -28,6 +28,7 @@ import keras
 
 from kerasbert import checkpointing
 from kerasbert.distribution import training_scope
+from kerasbert.utils.hardware import xla_on_cpu
 from kerasbert.utils.io import read_json, write_json
 
 OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop", "electra")
@@ -68,15 +69,12 @@ def _default_log_every(steps):
 
 
 def _check_precision_runs_here(precision, jit_compile):
-    if precision == "mixed_float16" and jit_compile is not False and keras.backend.backend() == "jax":
-        import jax
-
-        if jax.default_backend() == "cpu":
-            raise ValueError(
-                "precision='mixed_float16' with XLA cannot run on JAX's CPU backend (it has no "
-                "float16 matmul accumulating in float32); use precision='mixed_bfloat16', or "
-                "jit_compile=False, or a GPU."
-            )
+    if precision == "mixed_float16" and jit_compile is not False and xla_on_cpu():
+        raise ValueError(
+            "precision='mixed_float16' with XLA cannot run on JAX's CPU backend (it has no "
+            "float16 matmul accumulating in float32); use precision='mixed_bfloat16', or "
+            "jit_compile=False, or a GPU."
+        )
 
 
 def _files(train_files):

@@ -25,16 +25,17 @@ class SelfAttention(keras.layers.Layer):
     blocks rather than one product split afterwards: the backward pass then
     needs no padding of the three gradients into the fused shape (a train
     step of BERT-small measured 7% faster on JAX under XLA, the same on
-    TensorFlow and torch; docs/performance_history.md). Attention runs through
-    `keras.ops.dot_product_attention`, which picks the backend's fused
-    kernel (torch's `scaled_dot_product_attention`; cuDNN's flash attention
-    under JAX on a GPU, where it applies), except in two cases, where it is two batched products with the
-    heads in front and an explicit softmax: when attention-probability
-    dropout is active (training with `dropout > 0`), to drop out the
-    probabilities; and on JAX on a CPU, where XLA runs those products
-    faster than the einsums `dot_product_attention` lowers to (MiniLM's
-    `predict` 6% faster, its fine-tuning 4.5%). Logits and softmax are
-    computed in float32 under mixed precision.
+    TensorFlow and torch; docs/performance_history.md). Attention runs
+    through `keras.ops.dot_product_attention`, which picks the backend's
+    fused kernel (torch's `scaled_dot_product_attention`; cuDNN's flash
+    attention under JAX on a GPU, where it applies), except in two cases,
+    where it is two batched products with the heads in front and an
+    explicit softmax: when attention-probability dropout is active
+    (training with `dropout > 0`), to drop out the probabilities; and on JAX
+    on a CPU, where XLA runs those products faster than the einsums
+    `dot_product_attention` lowers to (MiniLM's `predict` 6% faster, its
+    fine-tuning 4.5%). Logits and softmax are computed in float32 under
+    mixed precision.
 
     With `query_positions` only those rows are queries: keys and values come
     from the whole sequence, the query projection, attention and output

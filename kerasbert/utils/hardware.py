@@ -72,7 +72,8 @@ def prefer_onednn(environ=None, modules=None, machine=None):
 def xla_on_cpu():
     """True when Keras runs on JAX and JAX computes on the CPU: XLA's CPU
     code generator, whose batched products are faster with their batch
-    dimensions in front (`kerasbert.layers.SelfAttention`)."""
+    dimensions in front (`kerasbert.layers.SelfAttention`) and which has no
+    float16 product accumulating in float32 (`kerasbert.pretrain`)."""
     import keras
 
     if keras.backend.backend() != "jax":
