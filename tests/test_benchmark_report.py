@@ -89,6 +89,25 @@ def test_profile_predict_attributes_compiled_ops_to_the_model_part(tmp_path):
     assert part("copy.9") == "other: copy"  # not in the dump
 
 
+def test_profile_predict_tells_attention_products_from_projections(tmp_path):
+    # On JAX's CPU attention's two batched products and the q/k/v
+    # projections share the source name `attention/dot_general`; the rank of
+    # the result tells them apart.
+    import profile_predict
+
+    source = '"jit(predict_step)/encoder/transformer_block_0/attention/dot_general" stack_frame_id=1}\n'
+    (tmp_path / "module_0034.jit_predict_step.cpu_after_optimizations.txt").write_text(
+        '  %ynn_fusion.79 = f32[2048,384]{1,0} fusion(%a, %b), kind=kCustom, metadata={op_name=' + source +
+        '  %ynn_fusion.77 = f32[32,12,64,64]{3,2,1,0} fusion(%c, %d), kind=kCustom, metadata={op_name=' + source +
+        '  ROOT %dot_general.25 = f32[32,12,64,32]{3,2,1,0} dot(%e, %f), lhs_batch_dims={0,1}, '
+        'metadata={op_name=' + source)
+    names = profile_predict.op_names(str(tmp_path))
+    part = lambda op: profile_predict.part_of(op, names)  # noqa: E731
+    assert part("ynn_fusion.79") == "attention: q/k/v products"
+    assert part("ynn_fusion.77") == "attention: scores, softmax, context"
+    assert part("dot_general.25") == "attention: scores, softmax, context"
+
+
 def test_matmul_benchmark_times_the_right_product_on_this_backend():
     import keras
     import matmul
