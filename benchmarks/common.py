@@ -70,3 +70,25 @@ def run_worker(script, arguments, system, backend, cwd=None):
         print(f"{system}/{backend} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
         return None
     return json.loads(lines[-1][len("RESULT "):])
+
+
+def alternating(jobs, rounds):
+    """(round, job) for every job of every round, every other round in
+    reverse order, so that a slow spell of a shared machine falls on every
+    job."""
+    for round_ in range(rounds):
+        for job in jobs if round_ % 2 == 0 else jobs[::-1]:
+            yield round_, job
+
+
+def torch_update(model, loss, optimizer, scheduler, clipnorm=1.0):
+    """One optimizer step of a torch model from its loss, as
+    `transformers.Trainer` takes it: gradients clipped to a global norm,
+    the schedule stepped, gradients cleared."""
+    import torch
+
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clipnorm)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()

@@ -65,7 +65,7 @@ import statistics
 import time
 
 import numpy as np
-from common import peak_rss_mb, run_stamp, run_worker, system_jobs
+from common import peak_rss_mb, run_stamp, run_worker, system_jobs, torch_update
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data", "rotten_tomatoes.csv.bz2")
@@ -158,11 +158,7 @@ def run_transformers(data, seed, precision):
         idx = order[i:i + BATCH]
         with autocast():
             loss = model(**encode([x[j] for j in idx]), labels=torch.tensor(y[idx], dtype=torch.long)).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
+        torch_update(model, loss, optimizer, scheduler)
     train_time = time.perf_counter() - start
     start = time.perf_counter()
     model.eval()

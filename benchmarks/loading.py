@@ -25,7 +25,7 @@ import json
 import statistics
 import time
 
-from common import peak_rss_mb, run_stamp, run_worker, system_jobs
+from common import alternating, peak_rss_mb, run_stamp, run_worker, system_jobs
 from finetuning import ROOT, checkpoint_directory
 
 LOADERS = {
@@ -63,14 +63,13 @@ def main():
         return worker(args.worker)
     jobs = system_jobs(args.systems.split(","), args.backends.split(","))
     runs = []
-    for round_ in range(args.rounds):
-        for system, backend in jobs if round_ % 2 == 0 else jobs[::-1]:
-            result = run_worker(__file__, ["--worker", system], system, backend, cwd=ROOT)
-            if result is None:
-                continue
-            runs.append({"system": system, "backend": backend, "round": round_, **result})
-            print(f"round {round_ + 1}/{args.rounds}  {system:12s} {backend:10s} first load "
-                  f"{runs[-1]['first_load_s']:5.2f} s  second {runs[-1]['second_load_s']:5.2f} s", flush=True)
+    for round_, (system, backend) in alternating(jobs, args.rounds):
+        result = run_worker(__file__, ["--worker", system], system, backend, cwd=ROOT)
+        if result is None:
+            continue
+        runs.append({"system": system, "backend": backend, "round": round_, **result})
+        print(f"round {round_ + 1}/{args.rounds}  {system:12s} {backend:10s} first load "
+              f"{runs[-1]['first_load_s']:5.2f} s  second {runs[-1]['second_load_s']:5.2f} s", flush=True)
     results = []
     for system, backend in jobs:
         mine = [r for r in runs if (r["system"], r["backend"]) == (system, backend)]

@@ -14,9 +14,12 @@ script named, with `--json`):
   kerasbert,keras_hub,transformers` (KerasHub's `BertTextClassifier`, about
   35 minutes);
 * `inference.json`: `benchmarks/inference.py`;
+* `question_answering.json`: `benchmarks/question_answering.py` (F1, no
+  panel);
+* `crf.json`: `benchmarks/crf.py` (epoch times, no panel);
 
 prints one markdown table per file (the figures docs/performance.md shows)
-and draws them side by side, one panel per workload and bars per backend
+and draws the speed ones side by side, one panel per workload and bars per backend
 and system, into the PNG `--plot` (needs matplotlib: `pip install -e
 ".[bench]"`). A file that is missing leaves its panel saying so.
 """
@@ -120,6 +123,30 @@ def inference_table(data):
     return "\n".join(lines)
 
 
+def question_answering_table(data):
+    def score(r, key):
+        return f"{r[key]['mean']:.1f} ± {r[key]['std']:.1f}"
+
+    lines = ["| system | backend | test F1 | test EM | test HasAns F1 | test NoAns F1 | validation F1 | seeds | "
+             "train s |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows(data):
+        lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['backend']} | {score(r, 'test_f1')} | "
+                     f"{score(r, 'test_exact_match')} | {score(r, 'test_HasAns_f1')} | {score(r, 'test_NoAns_f1')} | "
+                     f"{score(r, 'validation_f1')} | {len(r['seeds'])} | {r['train_s']:.0f} |")
+    return "\n".join(lines)
+
+
+def crf_table(data):
+    lines = ["| tagger | backend | epoch s | first epoch s | CRF / softmax | vs TensorFlow's CRF |",
+             "|---|---|---:|---:|---:|---:|"]
+    for r in rows(data):
+        over = f"{r['crf_over_softmax']:.2f}×" if r.get("crf_over_softmax") else "—"
+        vs = f"{r['vs_tensorflow']:.2f}×" if r.get("vs_tensorflow") else "—"
+        lines.append(f"| {r['head']} | {r['backend']} | {r['epoch_s']:.2f} | {r['first_epoch_s']:.2f} | {over} | "
+                     f"{vs} |")
+    return "\n".join(lines)
+
+
 TABLES = {
     "pretraining_float32.json": pretraining_table,
     "pretraining_bfloat16.json": pretraining_table,
@@ -127,6 +154,8 @@ TABLES = {
     "finetuning_bfloat16.json": finetuning_table,
     "inference.json": inference_table,
     "finetuning_keras_hub.json": finetuning_table,
+    "question_answering.json": question_answering_table,
+    "crf.json": crf_table,
 }
 
 
@@ -196,9 +225,10 @@ def main():
     if not any(loaded.values()):
         parser.error(f"no results in {args.results}: run the benchmarks with --json there first "
                      f"(expected some of {sorted(loaded)})")
-    for name, data in loaded.items():
+    for name, table in TABLES.items():
+        data = load(args.results, name)
         if data is not None:
-            print(f"### {name}\n\n{TABLES[name](data)}\n")
+            print(f"### {name}\n\n{table(data)}\n")
     plot(loaded, args.plot, machine())
     print(f"plot: {args.plot}")
 

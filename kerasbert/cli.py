@@ -271,6 +271,8 @@ def _export(args):
     for name in ("top_k", "n_best_size", "max_answer_length", "null_score_threshold"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
+    if os.path.lexists(args.output) and not args.overwrite:  # before any loading
+        raise FileExistsError(f"{args.output} already exists; pass --overwrite to replace it.")
     task = load_task(args.preset)
     kind = type(task).__name__
     if args.pairs and kind != "TextClassifier":
@@ -298,12 +300,13 @@ def _add_export(commands):
         help="text classifiers: take sentence pairs (inputs text and text_pair)")
     add("--top-k", type=_positive_int, metavar="K", help="masked LM: the candidates returned per mask (default 5)")
     add("--n-best-size", type=_positive_int, metavar="N",
-        help="question answering: the best starts and ends of each window paired into spans (default 20)")
+        help="question answering: the best starts and ends of each window paired into spans (default: the "
+        "task's, 20 unless set)")
     add("--max-answer-length", type=_positive_int, metavar="N",
-        help="question answering: the longest answer in tokens (default 30)")
+        help="question answering: the longest answer in tokens (default: the task's, 30 unless set)")
     add("--null-score-threshold", type=_number, metavar="X",
         help="question answering, SQuAD v2.0: answer \"\" when the no-answer score beats the best span by "
-        "more than X (default: always answer with a span)")
+        "more than X (default: the task's; 0 after `kerasbert finetune` on a SQuAD v2.0 file)")
     add("--overwrite", action="store_true", help="replace OUTPUT if it exists (only once the new export is complete)")
     parser.set_defaults(run=_export)
 
@@ -589,28 +592,27 @@ def _evaluate(args):
         data = _read_classification_file(args, task, run)
         settings["regression"] = task.num_classes == 1
     elif kind == "TokenClassifier":
-        data = read_conll(args.file)
+        data = read_conll(args.file, label_names=task.labels)  # a tag the task does not know: file and line
     else:
         data = read_squad(args.file)
-        threshold = _first_given(args.null_score_threshold, run.get("null_score_threshold"))
-        if threshold is None and any(e.is_impossible for e in data):
-            threshold = 0.0  # SQuAD v2.0, as `kerasbert finetune` scores it
-        settings["null_score_threshold"] = threshold
-        settings["max_answer_length"] = _first_given(args.max_answer_length, run.get("max_answer_length"), 30)
     if len(data) == 0:
         raise ValueError(f"--file {args.file!r} holds no examples.")
     _step(f"scoring {len(data)} example(s) with the {kind} ...")
-    scores = _Validator(settings, data)(task)
+    if kind == "QuestionAnswerer":
+        # The task's decoding settings (those of its run), under the flags.
+        if (args.null_score_threshold is None and task.null_score_threshold is None
+                and any(e.is_impossible for e in data)):
+            _step("the file has unanswerable questions but the task always answers with a span (it has no null "
+                  "score threshold); --null-score-threshold 0 scores it as SQuAD v2.0")
+        scores = task.evaluate_squad(data, batch_size=args.batch_size, max_answer_length=args.max_answer_length,
+                                     null_score_threshold=args.null_score_threshold)
+    else:
+        scores = _Validator(settings, data)(task)
     print(json.dumps(scores, indent=2))
     if args.output is not None:
         write_json(args.output, scores)
         _step(f"wrote {args.output}")
     return 0
-
-
-def _first_given(*values):
-    """The first value that is not None (a flag, then the run's setting, then a default)."""
-    return next((v for v in values if v is not None), None)
 
 
 def _only_for(kind, owner, args, names):
@@ -675,9 +677,9 @@ def _add_evaluate(commands):
         "run's, the task's, or the file's sorted)")
     add("--null-score-threshold", type=_number, metavar="X",
         help="squad: answer nothing when the no-answer score beats the best span by more (default: the "
-        "run's; 0 for a file with impossible questions, else always a span)")
+        "task's; 0 after `kerasbert finetune` on a SQuAD v2.0 file)")
     add("--max-answer-length", type=_positive_int, metavar="N",
-        help="squad: the longest answer in tokens (default: the run's, else 30)")
+        help="squad: the longest answer in tokens (default: the task's)")
     add("--batch-size", type=_positive_int, default=32, metavar="N", help="examples per prediction batch (default 32)")
     add("--output", metavar="JSON", help="also write the metrics to this JSON file")
     parser.set_defaults(run=_evaluate)
@@ -706,7 +708,7 @@ def _predict(args):
     _only_for(kind, "QuestionAnswerer", args, ("null_score_threshold", "max_answer_length"))
     run = _run_settings(args.preset, task)
     if kind == "QuestionAnswerer":
-        records = _predict_answers(args, task, run)
+        records = _predict_answers(args, task)
     else:
         texts = _read_texts(args, pairs=args.pairs)
         count = len(texts[0]) if args.pairs else len(texts)
@@ -753,18 +755,18 @@ def _tag(task, texts, batch_size):
             for t, entities in zip(texts, task.predict_entities(texts, batch_size=batch_size))]
 
 
-def _predict_answers(args, task, run):
+def _predict_answers(args, task):
     if args.texts or args.file is None:
         raise ValueError(
             "question answering reads --file: JSON lines {\"question\": ..., \"context\": ...} or a SQuAD JSON file."
         )
     examples = _read_questions(args.file)
-    threshold = _first_given(args.null_score_threshold, run.get("null_score_threshold"))
-    length = _first_given(args.max_answer_length, run.get("max_answer_length"), 30)
     _step(f"answering {len(examples)} question(s) ...")
     questions = [e["question"] for e in examples]
+    # The task's decoding settings (those of its run), under the flags.
     predictions = task.predict_answers((questions, [e["context"] for e in examples]), batch_size=args.batch_size,
-                                       max_answer_length=length, null_score_threshold=threshold)
+                                       max_answer_length=args.max_answer_length,
+                                       null_score_threshold=args.null_score_threshold)
     return [{**({"id": e["id"]} if "id" in e else {}), "question": e["question"], "answer": p.text,
              "start": int(p.start), "end": int(p.end), "score": float(p.score)}
             for e, p in zip(examples, predictions)]
@@ -825,9 +827,9 @@ def _add_predict(commands):
     add("--pairs", action="store_true", help="text classifiers: the inputs are sentence pairs")
     add("--null-score-threshold", type=_number, metavar="X",
         help="question answering: answer \"\" when the no-answer score beats the best span by more "
-        "(default: the run's, else always a span)")
+        "(default: the task's; 0 after `kerasbert finetune` on a SQuAD v2.0 file)")
     add("--max-answer-length", type=_positive_int, metavar="N",
-        help="question answering: the longest answer in tokens (default: the run's, else 30)")
+        help="question answering: the longest answer in tokens (default: the task's)")
     add("--batch-size", type=_positive_int, default=32, metavar="N", help="inputs per prediction batch (default 32)")
     add("--output", metavar="PATH", help="write the JSON lines to this file (replaced atomically) instead of stdout")
     parser.set_defaults(run=_predict)

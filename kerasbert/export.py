@@ -98,9 +98,12 @@ def load_task(preset):
     from kerasbert.tasks.fine_tuning import TASK_FILE
 
     spec_file = os.path.join(os.fspath(preset), TASK_FILE)
+    if not os.path.exists(preset):
+        raise FileNotFoundError(f"{preset} does not exist; give a task preset directory, written by "
+                                "task.save_to_preset(...) or `kerasbert finetune` (its best/ or final/).")
     if not os.path.isfile(spec_file):
         raise FileNotFoundError(
-            f"{preset} is not a task preset (it has no task.json); export a directory written by "
+            f"{preset} is not a task preset (it has no task.json); give a directory written by "
             "task.save_to_preset(...) or `kerasbert finetune` (its best/ or final/)."
         )
     class_name = read_json(spec_file, "kerasbert task file").get("class_name")

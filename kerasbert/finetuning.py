@@ -317,7 +317,11 @@ def _build_task(settings):
         del probe
     windows = _squad_windows(length, settings["doc_stride"], settings["max_question_length"])
     preprocessor = QuestionAnsweringPreprocessor.from_preset(settings["preset"], **windows)
-    return QuestionAnswerer.from_preset(settings["preset"], preprocessor=preprocessor, **common)
+    # The run's decoding settings are the task's: its presets, `predict`
+    # and its SavedModel answer as the run was scored.
+    return QuestionAnswerer.from_preset(settings["preset"], preprocessor=preprocessor,
+                                        max_answer_length=settings["max_answer_length"],
+                                        null_score_threshold=settings["null_score_threshold"], **common)
 
 
 def _sequence_length(model):
@@ -340,8 +344,7 @@ class _Validator:
         if s["task"] == "ner":
             scores = model.evaluate_entities(data.words, data.tags, batch_size=batch)
             return {k: float(scores[k]) for k in NER_METRICS}
-        scores = model.evaluate_squad(data, batch_size=batch, null_score_threshold=s["null_score_threshold"],
-                                      max_answer_length=s["max_answer_length"])
+        scores = model.evaluate_squad(data, batch_size=batch)
         return {k: float(v) for k, v in scores.items() if not k.endswith("total")}
 
 

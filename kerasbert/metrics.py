@@ -1,10 +1,14 @@
 """Evaluation metrics: entity-level scores for tagging (seqeval's default
-chunking) and SQuAD exact match and F1 (the official v1.1/v2.0 scripts)."""
+chunking), SQuAD exact match and F1 (the official v1.1/v2.0 scripts), and
+the accuracy of predicted tags as a Keras metric."""
 
 import collections
 import re
 import string
 import warnings
+
+import keras
+from keras import ops
 
 
 def split_tag(tag):
@@ -205,3 +209,59 @@ def squad_scores(predictions, examples):
         result[prefix + "f1"] = 100.0 * sum(s[1] for s in scores) / total if total else 0.0
         result[prefix + "total"] = total
     return result
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class TagAccuracy(keras.metrics.Metric):
+    """The share of labelled positions whose predicted tag is right, where
+    the tags are what the tagger predicts: the argmax of its logits, or what
+    `decode` makes of them (a CRF's Viterbi path).
+
+    `update_state(y_true, y_pred, sample_weight)` takes the gold tags
+    `(batch, seq)`, the logits `(batch, seq, num_tags)` and the weights
+    `(batch, seq)`; positions of weight 0 (sub-words after a word's first,
+    padding) are left out, of the count and of `decode`'s mask. (Keras's
+    `SparseCategoricalAccuracy` averages each row before weighting rows, a
+    different number.)
+
+    Args:
+        decode: None (argmax), or a callable `(logits, mask) -> (batch,
+            seq)` int tags, e.g. a `kerasbert.layers.CRF`.
+        name: the metric's name in logs.
+
+    Examples:
+    >>> import numpy as np
+    >>> metric = TagAccuracy()
+    >>> logits = np.array([[[0.0, 1.0], [2.0, 0.0], [0.0, 3.0]]], "float32")  # tags 1, 0, 1
+    >>> metric.update_state(np.array([[1, 1, 0]]), logits, np.array([[1.0, 1.0, 0.0]]))
+    >>> float(metric.result())  # 1 of the 2 labelled positions
+    0.5
+    """
+
+    def __init__(self, decode=None, name="accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self._decode = decode
+        self.correct = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="correct")
+        self.count = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(ops.convert_to_tensor(y_true), "int32")
+        if len(y_true.shape) == 3:
+            y_true = y_true[..., 0]  # (batch, seq)
+        if sample_weight is None:
+            weight = ops.ones_like(y_true, dtype="float32")
+        else:
+            weight = ops.reshape(ops.cast(sample_weight, "float32"), ops.shape(y_true))
+        if self._decode is None:
+            tags = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        else:
+            tags = ops.cast(self._decode(y_pred, ops.greater(weight, 0)), "int32")  # (batch, seq)
+        self.correct.assign_add(ops.sum(ops.cast(ops.equal(tags, y_true), "float32") * weight))
+        self.count.assign_add(ops.sum(weight))
+
+    def result(self):
+        return ops.divide_no_nan(self.correct, self.count)
+
+    def reset_state(self):
+        self.correct.assign(0.0)
+        self.count.assign(0.0)

@@ -1,10 +1,12 @@
 """Readers for standard fine-tuning files: GLUE TSV, CoNLL-2003 NER and SQuAD
 v1.1/v2.0 JSON."""
 
+import collections
 import csv
 import dataclasses
 import numbers
 import os
+import warnings
 
 import numpy as np
 
@@ -20,6 +22,8 @@ class TextData:
         y: int32 class ids or float32 scores (one per example), or None.
         label_names: the class names, indexed by the ids in `y` (None for
             regression or unlabelled data).
+        path: the file read, or None.
+        lines: the line number of every example in `path`, or None.
 
     Examples:
     >>> data = TextData(["good", "bad"], np.array([1, 0], "int32"), ["neg", "pos"])
@@ -30,9 +34,31 @@ class TextData:
     x: list | tuple
     y: np.ndarray | None = None
     label_names: list | None = None
+    path: str | None = None
+    lines: list | None = None
 
     def __len__(self):
         return len(self.x[0] if isinstance(self.x, tuple) else self.x)
+
+    def label_ids(self, label_names):
+        """The labels as ids into `label_names` (a trained classifier's,
+        `model.labels`): an int32 array. A label not in them is a ValueError
+        naming the file and line.
+
+        >>> TextData(["good", "bad"], np.array([1, 0], "int32"), ["neg", "pos"]).label_ids(["pos", "neg"])
+        array([0, 1], dtype=int32)
+        """
+        if self.y is None or self.label_names is None:
+            raise ValueError("this data has no class labels to map (unlabelled, or regression scores).")
+        index = {name: i for i, name in enumerate(label_names)}
+        ids = np.empty(len(self.y), np.int32)
+        for number, label in enumerate(self.y.tolist()):
+            name = self.label_names[label]
+            if name not in index:
+                where = f"example {number}" if self.lines is None else f"{self.path}, line {self.lines[number]}"
+                raise ValueError(f"{where}: label {name!r} is not one of the given label_names {list(label_names)}.")
+            ids[number] = index[name]
+        return ids
 
     def dataset(self):
         """An unbatched `tf.data.Dataset` of `(x, y)`, or of `x` alone when
@@ -54,30 +80,42 @@ class TokenData:
         words: a list of sentences, each a list of words.
         tags: a list of sentences, each a list of tags (strings), one per word.
         label_names: every tag, indexed by the ids `tag_ids` gives.
+        path: the file read, or None.
+        lines: the line number of every word in `path` (a list per
+            sentence), or None.
 
     Examples:
     >>> data = TokenData([["Ada", "wrote"]], [["B-PER", "O"]], ["O", "B-PER"])
     >>> len(data), data.tag_ids()
     (1, [array([1, 0], dtype=int32)])
+    >>> data.tag_ids(["O", "B-LOC", "B-PER"])  # a trained tagger's labels
+    [array([2, 0], dtype=int32)]
     """
 
     words: list
     tags: list
     label_names: list
+    path: str | None = None
+    lines: list | None = None
 
     def __len__(self):
         return len(self.words)
 
-    def tag_ids(self):
-        """The tags as ids into `label_names`: a list of int32 arrays."""
-        index = {name: i for i, name in enumerate(self.label_names)}
+    def tag_ids(self, label_names=None):
+        """The tags as ids into `label_names` (by default the data's own;
+        give a trained tagger's, `model.labels`, to score it): a list of
+        int32 arrays. A tag not in them is a ValueError naming the file and
+        line."""
+        names = self.label_names if label_names is None else list(label_names)
+        index = {name: i for i, name in enumerate(names)}
         ids = []
         for number, tags in enumerate(self.tags):
-            unknown = [tag for tag in tags if tag not in index]
-            if unknown:
-                raise ValueError(
-                    f"Sentence {number} has tag {unknown[0]!r}, which is not in label_names {self.label_names}."
-                )
+            unknown = next((j for j, tag in enumerate(tags) if tag not in index), None)
+            if unknown is not None:
+                where = f"sentence {number}, word {unknown}" if self.lines is None else \
+                    f"{self.path}, line {self.lines[number][unknown]}"
+                whose = "label_names" if label_names is None else "the given label_names"
+                raise ValueError(f"{where}: tag {tags[unknown]!r} is not one of {whose} {names}.")
             ids.append(np.array([index[tag] for tag in tags], np.int32))
         return ids
 
@@ -224,8 +262,9 @@ def read_glue_tsv(path, text_columns, label_column=None, *, header=True, label_n
     text_index = [_column(c, "text_columns", path, names, width) for c in text_columns]
     columns = [[row[i] for _, row in rows] for i in text_index]
     x = columns[0] if len(columns) == 1 else tuple(columns)
+    lines = [line for line, _ in rows]
     if label_column is None:
-        return TextData(x, None, label_names)
+        return TextData(x, None, label_names, path, lines)
 
     label_index = _column(label_column, "label_column", path, names, width)
     labels = [(line, row[label_index]) for line, row in rows]
@@ -236,14 +275,14 @@ def read_glue_tsv(path, text_columns, label_column=None, *, header=True, label_n
                 scores.append(float(label))
             except ValueError:
                 raise ValueError(f"{path}, line {line}: label {label!r} is not a number (regression=True).") from None
-        return TextData(x, np.array(scores, np.float32), None)
+        return TextData(x, np.array(scores, np.float32), None, path, lines)
     if label_names is None:
         label_names = sorted({label for _, label in labels})
     index = {name: i for i, name in enumerate(label_names)}
     for line, label in labels:
         if label not in index:
             raise ValueError(f"{path}, line {line}: label {label!r} is not one of label_names {label_names}.")
-    return TextData(x, np.array([index[label] for _, label in labels], np.int32), label_names)
+    return TextData(x, np.array([index[label] for _, label in labels], np.int32), label_names, path, lines)
 
 
 def read_conll(path, *, tag_column=-1, label_names=None):
@@ -301,15 +340,52 @@ def read_conll(path, *, tag_column=-1, label_names=None):
             tag = fields[tag_column]
             if known is not None and tag not in known:
                 raise ValueError(f"{path}, line {number}: tag {tag!r} is not one of label_names {list(label_names)}.")
-            sentences[-1].append((fields[0], tag))
+            sentences[-1].append((fields[0], tag, number))
         return [s for s in sentences if s]
 
     sentences = _read_lines(path, "CoNLL file", read)
-    words = [[word for word, _ in s] for s in sentences]
-    tags = [[tag for _, tag in s] for s in sentences]
+    words = [[word for word, _, _ in s] for s in sentences]
+    tags = [[tag for _, tag, _ in s] for s in sentences]
+    lines = [[line for _, _, line in s] for s in sentences]
     if label_names is None:
         label_names = sorted({tag for s in tags for tag in s}, key=lambda tag: (tag != "O", tag))
-    return TokenData(words, tags, list(label_names))
+        _warn_of_typos(path, tags, lines)
+    return TokenData(words, tags, list(label_names), path, lines)
+
+
+def _near(a, b):
+    """Whether two different strings are one edit apart: a letter changed,
+    added, dropped, or two neighbours swapped ("LCO", "LOC")."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long = sorted((a, b), key=len)
+    return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
+
+
+def _warn_of_typos(path, tags, lines):
+    """Warns of an IOB tag whose entity type is one edit from a type at least
+    ten times as common (`B-LCO` beside `B-LOC`): a typo makes a label of
+    its own. (Rarer neighbours, such as CoNLL's chunk types ADJP and ADVP,
+    are real types.)"""
+    counts, first = collections.Counter(), {}
+    for row, numbers_ in zip(tags, lines):
+        for tag, line in zip(row, numbers_):
+            if tag[:2] not in ("B-", "I-", "E-", "S-"):  # entity tags only: "O", or parts of speech
+                continue
+            kind = tag[2:]
+            counts[kind] += 1
+            first.setdefault(kind, (tag, line))
+    for rare in counts:
+        common = [kind for kind in counts if counts[kind] >= 10 * counts[rare] and _near(kind, rare)]
+        if common:
+            tag, line = first[rare]
+            warnings.warn(f"{path}, line {line}: tag {tag!r} looks like a typo of the {common[0]!r} tags "
+                          f"({counts[rare]} against {counts[common[0]]}); it becomes a label of its own.",
+                          stacklevel=3)
 
 
 def read_squad(path):

@@ -177,7 +177,9 @@ WORDS = [["Ada", "wrote"], ["Bob", "met", "Ada"]]
 BAD_TAGS = [
     ("a tag too many", [[1, 0, 0], [1, 0, 1]], ValueError, r"y\[0\] has 3 values but example 0 of x has 2 words"),
     ("tag 3 of 3", [[1, 0], [1, 3, 1]], ValueError, r"y\[1\]\[1\]=3 is out of range: y must hold tag ids"),
-    ("tag names", [["B-PER", "O"], ["B-PER", "O", "B-PER"]], TypeError, r"y\[0\]\[0\] must be a number"),
+    ("an unknown tag name", [["B-PER", "O"], ["B-PER", "O", "B-XYZ"]], ValueError,
+     r"y\[1\]\[2\]='B-XYZ' is not one of the task's labels"),
+    ("a tag name among ids", [["B-PER", 0], [1, 0, 1]], ValueError, r"y\[0\]\[1\]=0 is not one of the task's labels"),
     ("float tags", [[1.0, 0.0], [1.0, 0.0, 1.0]], TypeError, r"y\[0\]\[0\]=1.0 is a float"),
     ("one list for all", [1, 0], TypeError, r"y\[0\] must be a list of tag ids, one per word"),
     ("too few sentences", [[1, 0]], ValueError, r"y has 1 entries but x has 2 examples"),

@@ -94,8 +94,8 @@ def softmax(logits):
 @pytest.fixture(scope="module")
 def presets(tmp_path_factory, minilm_tokenizer):
     """Task presets in a temporary directory: a classifier as the best epoch
-    of a `kerasbert finetune` run and a question answerer as the final one
-    (each with its run's run.json), an embedder and a tagger."""
+    of a `kerasbert finetune` run (with its run's run.json), a question
+    answerer as the final one, an embedder and a tagger."""
     from kerasbert.preprocessing import (
         QuestionAnsweringPreprocessor,
         TextPreprocessor,
@@ -111,7 +111,8 @@ def presets(tmp_path_factory, minilm_tokenizer):
         "tagger": kerasbert.TokenClassifier(tiny_encoder(), labels=TAGS, preprocessor=TokenClassificationPreprocessor(
             minilm_tokenizer, sequence_length=24, pad_to_sequence_length=False)),
         "answerer": kerasbert.QuestionAnswerer(tiny_encoder(), preprocessor=QuestionAnsweringPreprocessor(
-            minilm_tokenizer, sequence_length=48, doc_stride=16, max_question_length=12)),
+            minilm_tokenizer, sequence_length=48, doc_stride=16, max_question_length=12),
+            null_score_threshold=-1000.0),  # so low that every question goes unanswered
     }
     paths = {name: root / name for name in tasks}
     paths["classifier"] = root / "run" / "best"
@@ -121,9 +122,6 @@ def presets(tmp_path_factory, minilm_tokenizer):
     (root / "run" / "run.json").write_text(json.dumps({
         "task": "classification", "header": False, "text_columns": [1], "label_column": 0,
         "labels": ["neg", "pos"], "regression": False}))
-    # A threshold so low that every question goes unanswered.
-    (root / "squad_run" / "run.json").write_text(json.dumps({
-        "task": "squad", "null_score_threshold": -1000.0, "max_answer_length": 30}))
     reviews = root / "reviews.tsv"
     reviews.write_text("".join(f"{label}\t{text}\n" for label, text in REVIEWS))
     # A small SQuAD v2.0 file: two questions with answers, one impossible.
@@ -214,14 +212,15 @@ def test_predict_tags_entities(presets, capsys):
     assert any(records[i]["entities"] for i in range(3))  # something to compare
 
 
-def test_evaluate_question_answering_with_the_runs_null_threshold(presets, capsys):
-    """SQuAD v2.0, scored with the official metrics (and HasAns/NoAns) and
-    the run's null-score threshold, under which no question is answered."""
+def test_evaluate_question_answering_with_the_tasks_null_threshold(presets, capsys):
+    """SQuAD v2.0, scored with the official metrics (and HasAns/NoAns, and
+    the counts) and the task's null-score threshold, under which no question
+    is answered."""
     assert main(["evaluate", presets["paths"]["answerer"], "--file", presets["squad"], "--batch-size", "8"]) == 0
     printed = json.loads(capsys.readouterr().out)
     examples = kerasbert.readers.read_squad(presets["squad"])
     expected = kerasbert.metrics.squad_scores({e.id: "" for e in examples}, examples)
-    assert set(printed) == {k for k in expected if not k.endswith("total")}
+    assert set(printed) == set(expected) and printed["total"] == 3
     assert printed["NoAns_exact_match"] == 100.0 and printed["exact_match"] == pytest.approx(100 / 3)
     for name, value in printed.items():
         assert value == pytest.approx(expected[name], abs=1e-6), name
@@ -290,7 +289,8 @@ def test_convert_refuses_an_existing_output(presets, tmp_path, capsys):
           "label", "--labels", "a,b"], "glue_sst2.tsv, line 2: label '1' is not one of label_names ['a', 'b']"),
         (["evaluate", "classifier", "--file", SST2, "--header", "--text-columns", "sentence", "--label-column",
           "label", "--labels", "0,1,2"], "the classifier has 2 classes, but --labels are 3"),
-        (["evaluate", "tagger", "--file", SST2], "glue_sst2.tsv, line 2: expected 2 space-separated fields"),
+        (["evaluate", "tagger", "--file", SST2], "glue_sst2.tsv, line 1: tag 'label' is not one of label_names ['O'"),
+        (["evaluate", "tagger", "--file", "{typo}"], "typo.txt, line 2: tag 'B-LCO' is not one of label_names ['O'"),
         (["evaluate", "tagger", "--file", SST2, "--labels", "O"], "--labels is for TextClassifier presets"),
         (["predict", "classifier", "--pairs", "--file", "{one_column}"], "{one_column}', line 2: --pairs needs two"),
         (["predict", "answerer", "--file", "{one_column}"], "{one_column}', line 1: not JSON"),
@@ -303,14 +303,16 @@ def test_convert_refuses_an_existing_output(presets, tmp_path, capsys):
 def test_bad_input_exits_2_with_a_message_that_names_it(presets, tmp_path, capsys, command, message):
     one_column = tmp_path / "one_column.txt"
     one_column.write_text("first\tsecond\nno tab here\n")
-    names = {"missing": str(tmp_path / "missing.tsv"), "one_column": str(one_column)}
+    typo = tmp_path / "typo.txt"
+    typo.write_text("Ada B-PER\nParis B-LCO\n")
+    names = {"missing": str(tmp_path / "missing.tsv"), "one_column": str(one_column), "typo": str(typo)}
     command = [presets["paths"].get(part, part.format(**names)) for part in command]
     with pytest.raises(SystemExit) as info:
         main(command)
     assert info.value.code == 2
     error = capsys.readouterr().err.splitlines()[-1]
     assert error.startswith(f"kerasbert {command[0]}: error:") and message.format(**names) in error, error
-    assert sorted(os.listdir(tmp_path)) == ["one_column.txt"]  # nothing written
+    assert sorted(os.listdir(tmp_path)) == ["one_column.txt", "typo.txt"]  # nothing written
 
 
 def test_every_flag_is_explained_and_documented():

@@ -6,6 +6,7 @@ export rebuilds the task in a TensorFlow subprocess, so the exports are made
 once for the module and served by one process."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -110,8 +111,16 @@ def exported(minilm_tokenizer, tmp_path_factory):
     paths = {name: root / name for name in models}
     models["pairs"].export(paths["pairs"], pairs=True)
     models["tagger"].export(paths["tagger"])
+    # The reader's decoding settings are its own: a threshold between its
+    # examples' null-score margins (some go unanswered), short answers.
+    first = models["reader"].predict_answers((QUESTIONS, CONTEXTS), null_score_threshold=math.inf)
+    threshold = float(np.median([p.null_score - p.score for p in first]))
+    reader = kerasbert.QuestionAnswerer(models["reader"].encoder, preprocessor=models["reader"].preprocessor,
+                                        max_answer_length=4, null_score_threshold=threshold)
+    reader.output_dense.set_weights(models["reader"].output_dense.get_weights())
+    models["reader"] = reader
     models["reader"].save_to_preset(root / "reader_task")  # restored, then exported by the command
-    assert cli.main(["export", str(root / "reader_task"), str(paths["reader"]), "--max-answer-length", "4"]) == 0
+    assert cli.main(["export", str(root / "reader_task"), str(paths["reader"])]) == 0
     models["filler"].export(paths["filler"], top_k=3)
     models["command"].save_to_preset(root / "task")
     assert cli.main(["export", str(root / "task"), str(paths["command"])]) == 0
@@ -170,6 +179,9 @@ def test_tagger_serves_word_tags_and_entities_like_predict(exported):
             outputs["entity_types"][i], outputs["entity_starts"][i], outputs["entity_ends"][i],
             outputs["entity_texts"][i]) if s >= 0]
         assert served == [(e["type"], e["start"], e["end"], e["text"]) for e in entities[i]]
+    # "Ouagadougou," is a word; its entity is "Ouagadougou", in the graph as in Python.
+    texts = [e["text"] for row in entities for e in row]
+    assert any("Ouagadougou" in t for t in texts) and not any(t[-1] in ",." for t in texts), texts
     described = exported["signatures"]["tagger"]["outputs"]
     assert described == {**{k: ["string", [None, None]] for k in ("words", "tags", "entity_types", "entity_texts")},
                          **{k: ["int32", [None, None]] for k in ("word_starts", "word_ends", "tag_ids",
@@ -178,8 +190,9 @@ def test_tagger_serves_word_tags_and_entities_like_predict(exported):
 
 def test_question_answerer_serves_answers_like_predict_answers(exported):
     model, outputs = exported["models"]["reader"], exported["outputs"]["reader"]
-    predictions = model.predict_answers((QUESTIONS, CONTEXTS), max_answer_length=4)
+    predictions = model.predict_answers((QUESTIONS, CONTEXTS))  # its own settings, as the export's
     assert len(model.windows((QUESTIONS, CONTEXTS))) > len(QUESTIONS)  # long contexts span windows
+    assert "" in [p.text for p in predictions] and {p.text for p in predictions} != {""}  # unanswered and answered
     assert [a.decode() for a in outputs["answer"]] == [p.text for p in predictions]
     assert outputs["start"].tolist() == [p.start for p in predictions]
     assert outputs["end"].tolist() == [p.end for p in predictions]
@@ -236,10 +249,14 @@ def test_export_errors(exported, tmp_path, capsys):
     assert os.listdir(tmp_path) == []
     root = exported["root"]
     for argv, message in [(["export", str(root / "command"), str(tmp_path / "b")], "not a task preset"),
-                          (["export", str(root / "task"), str(root / "command")], "already exists")]:
+                          (["export", str(root / "tsak"), str(tmp_path / "b")], "tsak does not exist"),
+                          (["predict", str(root / "tsak"), "text"], "tsak does not exist"),
+                          (["export", str(root / "task"), str(root / "command")],
+                           "already exists; pass --overwrite to replace it")]:
         with pytest.raises(SystemExit) as exit:
             cli.main(argv)
-        assert exit.value.code == 2 and message in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert exit.value.code == 2 and message in err and (argv[0] == "export" or "export a" not in err), err
 
 
 def test_serving_entities_chunk_like_entity_spans():

@@ -153,6 +153,8 @@ def test_squad_v2_is_scored_with_a_null_threshold(tiny_preset, tmp_path):
     saved = read(output / "final" / "task.json")
     assert saved["class_name"] == "QuestionAnswerer"
     assert saved["preprocessor"] == {"sequence_length": 128, "doc_stride": 42, "max_question_length": 32}
+    # The run's decoding settings are the task's: its presets answer as the run was scored.
+    assert (saved["config"]["null_score_threshold"], saved["config"]["max_answer_length"]) == (0.0, 30)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ under jit and mixed precision, round trips through `save_to_preset` and
 `.keras`, and their errors. Tiny encoders over the MiniLM vocabulary keep
 them fast; the samples in tests/data are in the real formats."""
 
+import math
 import os
 
 import keras
@@ -142,6 +143,26 @@ def test_a_preprocessor_longer_than_the_position_table_is_refused(minilm_tokeniz
     assert kerasbert.TextClassifier(encoder, num_classes=2, preprocessor=fits).preprocessor is fits
 
 
+def test_classifier_takes_class_names_and_reader_data(minilm_tokenizer, sst2, tmp_path):
+    """Class names it knows are targets; `read_glue_tsv`'s data is mapped by
+    name, whatever the file's own order of names."""
+    model = text_classifier(minilm_tokenizer, num_classes=None, labels=["negative", "positive"])
+    ids = np.asarray(sst2.y)
+    named = [["negative", "positive"][i] for i in ids]
+    expected = model.evaluate(sst2.x, ids, verbose=0, return_dict=True)
+    assert model.evaluate(sst2.x, named, verbose=0, return_dict=True) == pytest.approx(expected)
+    path = tmp_path / "named.tsv"
+    path.write_text("sentence\tlabel\n" + "".join(f"{x}\t{n}\n" for x, n in zip(sst2.x, named)))
+    data = read_glue_tsv(path, "sentence", "label", label_names=["positive", "negative"])  # its own order
+    assert model.evaluate(data, verbose=0, return_dict=True) == pytest.approx(expected)
+    model.fit(sst2.x[:4], named[:4], verbose=0, validation_data=data)
+    with pytest.raises(ValueError, match=r"y\[1\]='neutral' is not one of the task's labels"):
+        model.fit(sst2.x[:2], ["negative", "neutral"], verbose=0)
+    path.write_text("sentence\tlabel\nfine\tneutral\n")
+    with pytest.raises(ValueError, match=r"named.tsv, line 2: label 'neutral' is not one of the given label_names"):
+        model.evaluate(read_glue_tsv(path, "sentence", "label"), verbose=0)
+
+
 def test_classifier_errors(minilm_tokenizer, sst2):
     with pytest.raises(ValueError, match="num_classes"):
         kerasbert.TextClassifier(small_encoder(), num_classes=0)
@@ -186,6 +207,49 @@ def test_token_classifier_learns_conll_entities(ner, conll):
                 assert not tag.startswith("I-") or previous[2:] == tag[2:], names
 
 
+def test_token_classifier_accuracy_is_that_of_the_predicted_tags(ner, conll):
+    """The logged accuracy is over the tags `predict_tags` gives (with a
+    CRF its Viterbi-decoded ones, not the argmax of the emissions)."""
+    model, history = ner
+    assert {"accuracy", "loss"} <= set(history) and not any("_accuracy" in k for k in history)
+    logged = model.evaluate(conll.words, conll.tag_ids(), batch_size=4, verbose=0, return_dict=True)["accuracy"]
+    predicted = model.predict_tags(conll.words)
+    hits = [(p == t) for p, t in zip(predicted, conll.tag_ids())]
+    assert logged == pytest.approx(np.concatenate(hits).mean(), abs=1e-6)
+    if model.crf is not None:  # the argmax of the emissions is another thing
+        logits = model.predict(conll.words, verbose=0)
+        alignment = model.preprocessor.word_alignment(conll.words)
+        argmax = [row.argmax(-1)[np.asarray(a["first_token"])] for row, a in zip(logits, alignment)]
+        assert any((a != p).any() for a, p in zip(argmax, predicted))
+
+
+def test_a_file_read_for_a_trained_tagger_uses_its_labels(ner, conll, tmp_path):
+    """A validation file with fewer tags than the training file: its own
+    label list numbers them otherwise. Given as read, the task maps its tags
+    by name; a tag the task does not know is an error naming file and line."""
+    model, _ = ner
+    lines = []
+    for words, tags in zip(conll.words[:6], conll.tags[:6]):
+        lines += [f"{w} {'O' if t.endswith('MISC') else t}" for w, t in zip(words, tags)] + [""]
+    (tmp_path / "valid.txt").write_text("\n".join(lines))
+    valid = read_conll(tmp_path / "valid.txt")
+    assert valid.label_names != model.labels  # its ids would mean other tags
+    expected = model.evaluate(valid.words, valid.tag_ids(model.labels), verbose=0, return_dict=True)
+    assert model.evaluate(valid, verbose=0, return_dict=True) == pytest.approx(expected)
+    names = [[t for t in row] for row in valid.tags]  # tag names as targets
+    assert model.evaluate(valid.words, names, verbose=0, return_dict=True) == pytest.approx(expected)
+    assert model.evaluate_entities(valid) == model.evaluate_entities(valid.words, valid.tags)
+    lines[4] = lines[4].split()[0] + " B-LCO"
+    (tmp_path / "typo.txt").write_text("\n".join(lines))
+    typo = read_conll(tmp_path / "typo.txt")
+    for call in (lambda: model.evaluate(typo, verbose=0), lambda: model.evaluate_entities(typo),
+                 lambda: model.fit(typo, verbose=0)):
+        with pytest.raises(ValueError, match=r"typo.txt, line 5: tag 'B-LCO' is not one of the given label_names"):
+            call()
+    with pytest.raises(ValueError, match=r"y\[0\]\[4\]='B-LCO' is not one of the task's labels"):
+        model.evaluate(typo.words, typo.tags, verbose=0)
+
+
 def test_token_classifier_predicts_a_few_sentences_as_a_dataset_does(ner, conll):
     model, _ = ner
     # 3 sentences: one batch packed directly; all 13 in batches of 2: tf.data.
@@ -204,6 +268,16 @@ def test_token_classifier_entities_point_into_raw_text(ner, conll):
         for entity in entities:
             assert text[entity["start"]:entity["end"]] == entity["text"]
             assert entity["type"] in {"PER", "ORG", "LOC", "MISC"}
+
+
+def test_entities_leave_out_the_punctuation_glued_to_words():
+    from kerasbert.tasks.token_classifier import _trimmed
+
+    text = "born in (London.) and «São Paulo», then ?!"
+    assert text[slice(*_trimmed(text, 8, 17))] == "London"
+    assert text[slice(*_trimmed(text, 22, 34))] == "São Paulo"
+    assert text[slice(*_trimmed(text, 40, 42))] == "?!"  # punctuation alone stays
+    assert _trimmed("U.S.", 0, 4) == (0, 3)  # as transformers' pre-tokenizer splits it
 
 
 def test_token_classifier_round_trips(ner, conll, tmp_path):
@@ -255,6 +329,33 @@ def test_question_answerer_learns_the_sample_and_scores_it(reader, squad_v2):
     scores = model.evaluate_squad(squad_v2, null_score_threshold=0.0)
     assert {"exact_match", "f1", "HasAns_f1", "NoAns_f1"} <= set(scores)
     assert scores["f1"] > 30, scores
+
+
+def test_question_answerer_logs_name_each_metric(reader):
+    _, history = reader
+    assert sorted(history) == ["end_logits_accuracy", "end_logits_loss", "loss", "start_logits_accuracy",
+                               "start_logits_loss"]
+
+
+def test_question_answerer_decodes_with_its_own_settings(reader, squad_v2, tmp_path):
+    """`null_score_threshold`, `max_answer_length` and `n_best_size` are
+    the task's (kept by its presets); a call's arguments override them."""
+    model, _ = reader
+    strict = kerasbert.QuestionAnswerer(model.encoder, preprocessor=model.preprocessor, null_score_threshold=0.0,
+                                        max_answer_length=3, n_best_size=5)
+    strict.output_dense.set_weights(model.output_dense.get_weights())
+    expected = model.predict_answers(squad_v2, null_score_threshold=0.0, max_answer_length=3, n_best_size=5)
+    assert [a.text for a in strict.predict_answers(squad_v2)] == [a.text for a in expected]
+    assert "" in [a.text for a in expected]
+    always = model.predict_answers(squad_v2)
+    assert [a.text for a in strict.predict_answers(squad_v2, null_score_threshold=math.inf)] == [
+        a.text for a in model.predict_answers(squad_v2, max_answer_length=3, n_best_size=5)]
+    assert "" not in [a.text for a in always]  # the default: always a span
+    strict.save_to_preset(tmp_path / "strict")
+    restored = kerasbert.QuestionAnswerer.from_preset(str(tmp_path / "strict"))
+    assert (restored.null_score_threshold, restored.max_answer_length, restored.n_best_size) == (0.0, 3, 5)
+    with pytest.raises(TypeError, match="null_score_threshold"):
+        kerasbert.QuestionAnswerer(model.encoder, null_score_threshold="0")
 
 
 def test_question_answerer_round_trips(reader, squad_v2, tmp_path):

@@ -3,6 +3,7 @@ layouts), checked against plain parses of the same files, and their errors."""
 
 import json
 import pathlib
+import warnings
 
 import numpy as np
 import pytest
@@ -147,8 +148,27 @@ def test_conll_tag_ids_and_dataset():
     for (words, tag_ids), expected_words, expected_ids in zip(elements, data.words, ids):
         assert [w.decode() for w in words.numpy()] == expected_words
         np.testing.assert_array_equal(tag_ids.numpy(), expected_ids)
-    with pytest.raises(ValueError, match="Sentence 0 has tag 'B-PER', which is not in label_names"):
+    with pytest.raises(ValueError, match=r"sentence 0, word 0: tag 'B-PER' is not one of label_names \['O'\]"):
         TokenData([["Ada"]], [["B-PER"]], ["O"]).tag_ids()
+    # A trained tagger's labels: its ids, and the file and line of a tag it does not know.
+    task_labels = data.label_names[::-1]
+    assert [[task_labels[i] for i in row] for row in data.tag_ids(task_labels)] == data.tags
+    without_misc = [label for label in task_labels if not label.endswith("MISC")]
+    line = next(n for row, numbers in zip(data.tags, data.lines) for tag, n in zip(row, numbers) if "MISC" in tag)
+    with open(DATA / "conll2003_sample.txt") as f:
+        assert f.read().splitlines()[line - 1].split()[-1] == "B-MISC"
+    with pytest.raises(ValueError, match=rf"conll2003_sample.txt, line {line}: tag 'B-MISC' is not one of the given"):
+        data.tag_ids(without_misc)
+
+
+def test_a_tag_like_a_typo_of_another_is_warned_of(tmp_path):
+    path = write(tmp_path, "Ada B-PER\nin O\nParis B-LOC\n\n" + "Rome B-LOC\n\n" * 9 + "Oslo B-LCO\n")
+    with pytest.warns(UserWarning, match=r"file.txt, line 23: tag 'B-LCO' looks like a typo of the 'LOC' tags"):
+        read_conll(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read_conll(DATA / "conll2003_sample.txt")
+        read_conll(path, label_names=["O", "B-PER", "B-LOC", "B-LCO"])  # named on purpose
 
 
 def test_two_column_file_and_label_names(tmp_path):

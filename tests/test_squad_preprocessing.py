@@ -328,6 +328,8 @@ def test_call_dataset_and_serialization(minilm_tokenizer):
     unlabelled = preprocessor.windows(questions, contexts).dataset()
     assert isinstance(unlabelled.element_spec, dict)
     assert isinstance(windows, QuestionAnsweringWindows) and windows.num_examples == 2
+    assert repr(windows) == (f"QuestionAnsweringWindows({len(windows)} windows of 2 examples, sequence_length=32, "
+                             "with answers)")  # no context, once per window
 
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(preprocessor))
     assert isinstance(restored, QuestionAnsweringPreprocessor)

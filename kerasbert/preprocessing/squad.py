@@ -54,6 +54,11 @@ class QuestionAnsweringWindows:
     def __len__(self):
         return len(self.example_index)
 
+    def __repr__(self):  # not every context once per window
+        answers = "with" if self.start_positions is not None else "without"
+        return (f"QuestionAnsweringWindows({len(self)} windows of {self.num_examples} examples, "
+                f"sequence_length={self.offsets.shape[1]}, {answers} answers)")
+
     @property
     def num_examples(self):
         return len(self.contexts)

@@ -5,6 +5,7 @@ optimizer, and the heads of transformers' task checkpoints."""
 import itertools
 import numbers
 import os
+import types
 import warnings
 import weakref
 
@@ -13,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.distribution import data_parallel_replicas
+from kerasbert.readers import TextData, TokenData
 from kerasbert.tasks.inputs import (
     COMPILED_SHAPES,
     GROUP_BY_LENGTH,
@@ -60,6 +62,29 @@ def _huggingface_head_config(cls, preset):
     config = read_json(os.path.join(directory, "config.json"), "Hugging Face config.json")
     architectures = config.get("architectures") or []
     return config if any(a.endswith(f"For{kind}") for a in architectures) else None
+
+
+def named_targets(y, labels, name, per_word=False):
+    """Targets given as class names (strings; per word: lists of them) as
+    their ids in `labels`, the task's class names; other targets unchanged.
+    A name not in `labels` is a ValueError naming where it is."""
+    rows = y if per_word else [y]
+    if labels is None or isinstance(y, (str, bytes)) or not isinstance(y, (list, tuple, np.ndarray)) or not any(
+            isinstance(v, str) for row in rows if isinstance(row, (list, tuple, np.ndarray))
+            for v in (row.tolist() if isinstance(row, np.ndarray) else row)):
+        return y
+    index = {label: i for i, label in enumerate(labels)}
+
+    def ids(row, where):
+        values = row.tolist() if isinstance(row, np.ndarray) else list(row)
+        for i, value in enumerate(values):
+            if not isinstance(value, str) or value not in index:
+                raise ValueError(f"{name}{where}[{i}]={value!r} is not one of the task's labels {labels}.")
+        return np.array([index[v] for v in values], np.int32)
+
+    if per_word:
+        return [ids(row, f"[{i}]") for i, row in enumerate(y)]
+    return ids(y, "")
 
 
 def check_labels(num_classes, labels, example):
@@ -173,11 +198,13 @@ class FineTuningTask(Task):
         if self._recipe is not None:
             # A stand-in until `fit` knows the number of steps.
             optimizer = self._recipe_optimizer(total_steps=None)
-        self._compile_arguments = dict(
+        # A read-only view, which Keras does not track: its metrics are
+        # compiled metrics, not also metrics of the model of their own.
+        self._compile_arguments = types.MappingProxyType(dict(
             loss=self._default_loss() if isinstance(loss, str) and loss == "auto" else loss,
             metrics=self._default_metrics() if isinstance(metrics, str) and metrics == "auto" else metrics,
             **kwargs,
-        )
+        ))
         super().compile(optimizer=optimizer, **self._compile_arguments)
 
     def get_compile_config(self):
@@ -241,6 +268,12 @@ class FineTuningTask(Task):
         check_examples(x, name, word_lists=self.raw_word_lists, pairs=not self.raw_word_lists)
         return True
 
+    def _examples_and_targets(self, x, y, names):
+        """`x` and `y` with a reader's data (`read_glue_tsv`'s `TextData`,
+        `read_conll`'s `TokenData`) taken apart and named classes turned
+        into the task's ids (subclasses); else unchanged."""
+        return x, y
+
     def _check_tokenized(self, tokenized, y, sample_weight, names):
         """Raw examples' targets checked against the tokenized examples
         (subclasses: e.g. one tag per word)."""
@@ -250,6 +283,7 @@ class FineTuningTask(Task):
         """A dataset of `make_dataset` for raw examples (their targets and
         weights checked; `needs_y`: targets required) or a dataset of them;
         None for other inputs (packed features), which Keras takes."""
+        x, y = self._examples_and_targets(x, y, names)
         if isinstance(x, tf.data.Dataset):
             if self.preprocessor is None:
                 return None
@@ -299,10 +333,12 @@ class FineTuningTask(Task):
         """`keras.Model.fit`, also on raw examples (see the class doc);
         with the "auto" optimizer each call runs one full schedule."""
         epochs = checked_count(epochs, "epochs")
+        if isinstance(validation_data, (TextData, TokenData)):
+            validation_data = (validation_data, None)
         if validation_data is not None and not isinstance(validation_data, tf.data.Dataset) and (
                 not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3)):
-            raise ValueError("validation_data must be (x, y), (x, y, sample_weight) or a tf.data.Dataset; "
-                             f"got {show(validation_data)}.")
+            raise ValueError("validation_data must be (x, y), (x, y, sample_weight), a tf.data.Dataset or the "
+                             f"data of a reader (read_glue_tsv, read_conll); got {show(validation_data)}.")
         dataset = self._feed(x, y, sample_weight, batch_size, shuffle=shuffle, replicas=data_parallel_replicas(),
                              needs_y=True)
         if dataset is not None:

@@ -1,5 +1,7 @@
 """Extractive question answering (SQuAD v1.1 and v2.0)."""
 
+import math
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -70,9 +72,20 @@ class QuestionAnswerer(FineTuningTask):
     windows whose answer lies outside them point at `[CLS]`. Raw
     `(questions, contexts)` go to `predict_answers`.
 
+    The decoding settings are the task's own: `predict_answers`,
+    `evaluate_squad` and the exported SavedModel use them unless a call
+    overrides them, so every route gives the same answers, and a task
+    preset keeps them (`kerasbert finetune` on a SQuAD v2.0 file sets
+    `null_score_threshold=0.0`).
+
     Args:
         encoder: a `kerasbert.Encoder`.
         preprocessor: a `QuestionAnsweringPreprocessor`, or None.
+        n_best_size: the best starts and ends searched per window.
+        max_answer_length: the longest answer, in tokens.
+        null_score_threshold: SQuAD v2.0: answer "" when the no-answer
+            score beats the best span's by more than this; None (SQuAD
+            v1.1): always a span.
     """
 
     preprocessor_class = QuestionAnsweringPreprocessor
@@ -80,8 +93,10 @@ class QuestionAnswerer(FineTuningTask):
     huggingface_architecture = "QuestionAnswering"
     default_sequence_length = 384  # SQuAD's windows
 
-    def __init__(self, encoder, preprocessor=None, **kwargs):
+    def __init__(self, encoder, preprocessor=None, n_best_size=20, max_answer_length=30, null_score_threshold=None,
+                 **kwargs):
         check_encoder(encoder)
+        check_decoding_options(n_best_size, max_answer_length, null_score_threshold)
         output_dense = Dense(
             2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.initializer_range),
             dtype=encoder.dtype_policy, name="qa_outputs",
@@ -97,7 +112,10 @@ class QuestionAnswerer(FineTuningTask):
         self.encoder, self.output_dense = encoder, output_dense
         self._set_preprocessor(preprocessor)
         self._freeze_unused_pooler()
-        self._finish(encoder, encoder=encoder, preprocessor=preprocessor)
+        self.n_best_size, self.max_answer_length = int(n_best_size), int(max_answer_length)
+        self.null_score_threshold = None if null_score_threshold is None else float(null_score_threshold)
+        self._finish(encoder, encoder=encoder, preprocessor=preprocessor, n_best_size=self.n_best_size,
+                     max_answer_length=self.max_answer_length, null_score_threshold=self.null_score_threshold)
         self.compile()
 
     @classmethod
@@ -201,41 +219,53 @@ class QuestionAnswerer(FineTuningTask):
             x, batch_size = windows, None
         return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
-    def predict_answers(self, examples, batch_size=None, n_best_size=20, max_answer_length=30,
+    def _decoding(self, n_best_size, max_answer_length, null_score_threshold):
+        """The decoding settings of a call: the given ones over the task's."""
+        options = {"n_best_size": self.n_best_size if n_best_size is None else n_best_size,
+                   "max_answer_length": self.max_answer_length if max_answer_length is None else max_answer_length,
+                   "null_score_threshold": (self.null_score_threshold if null_score_threshold is None
+                                            else null_score_threshold)}
+        check_decoding_options(**options)
+        if options["null_score_threshold"] == math.inf:
+            options["null_score_threshold"] = None
+        return options
+
+    def predict_answers(self, examples, batch_size=None, n_best_size=None, max_answer_length=None,
                         null_score_threshold=None):
         """Answers to SquadExamples or a pair (questions, contexts) of
         lists: a list of `QuestionAnsweringPrediction` (`text`, character
-        `start`/`end` in the context, `score`, `null_score`, `n_best`). With
-        `null_score_threshold` (SQuAD v2.0), "" when the no-answer score
-        beats the best span's by more than it; None (v1.1): always a span."""
+        `start`/`end` in the context, `score`, `null_score`, `n_best`).
+        The decoding settings default to the task's; `null_score_threshold=
+        math.inf` always answers with a span."""
         windows = self.windows(examples)
+        options = self._decoding(n_best_size, max_answer_length, null_score_threshold)
         outputs = self.predict_batches(self._window_dataset(windows, batch_size, keep_order=True, labels=False))
-        return decode_answers(
-            windows, outputs["start_logits"], outputs["end_logits"], n_best_size=n_best_size,
-            max_answer_length=max_answer_length, null_score_threshold=null_score_threshold,
-        )
+        return decode_answers(windows, outputs["start_logits"], outputs["end_logits"], **options)
 
-    def evaluate_squad(self, examples, batch_size=None, null_score_threshold=None, **kwargs):
+    def evaluate_squad(self, examples, batch_size=None, n_best_size=None, max_answer_length=None,
+                       null_score_threshold=None):
         """Official SQuAD exact match and F1 (percent) of `predict_answers`
-        on SquadExamples; with v2.0 examples also the HasAns/NoAns scores.
-        Pass `null_score_threshold` (e.g. 0.0) for v2.0."""
+        on SquadExamples, with the counts scored (`total`); with v2.0
+        examples also the HasAns/NoAns scores. The decoding settings default
+        to the task's."""
         if not (isinstance(examples, (list, tuple)) and all(isinstance(e, SquadExample) for e in examples)):
             raise TypeError("examples must be a list of kerasbert.readers.SquadExample (read_squad(path)), whose "
                             f"answers are scored; got {type(examples).__name__} {show(examples)}.")
-        predictions = self.predict_answers(examples, batch_size, null_score_threshold=null_score_threshold,
-                                           **kwargs)
+        predictions = self.predict_answers(examples, batch_size, n_best_size=n_best_size,
+                                           max_answer_length=max_answer_length,
+                                           null_score_threshold=null_score_threshold)
         return squad_scores({e.id: p.text for e, p in zip(examples, predictions)}, examples)
 
     # -- serving -------------------------------------------------------------
 
-    def serving_function(self, n_best_size=20, max_answer_length=30, null_score_threshold=None):
+    def serving_function(self, n_best_size=None, max_answer_length=None, null_score_threshold=None):
         """The exported signature: `question` and `context`, 1-D string
         batches -> `answer` (the best span's text, "" for none), `start`,
         `end` (int32 character offsets into the context, -1 for none) and
         `score` (float32), what `predict_answers` gives with the same
-        options. The windowing, the span search and the cutting run in the
-        graph."""
-        check_decoding_options(n_best_size, max_answer_length, null_score_threshold)
+        settings (by default the task's). The windowing, the span search and
+        the cutting run in the graph."""
+        options = self._decoding(n_best_size, max_answer_length, null_score_threshold)
         self._check_preprocessor()
         preprocessor = self.preprocessor
 
@@ -255,8 +285,6 @@ class QuestionAnswerer(FineTuningTask):
             logits = self(select_inputs(features, tuple(self.input)), training=False)
             texts = tf.strings.unicode_transcode(context, "UTF-8", "UTF-8", errors="replace",
                                                  replacement_char=0xFFFD)  # what the offsets index
-            return best_answers(layout, texts, logits["start_logits"], logits["end_logits"],
-                                n_best_size=n_best_size, max_answer_length=max_answer_length,
-                                null_score_threshold=null_score_threshold)
+            return best_answers(layout, texts, logits["start_logits"], logits["end_logits"], **options)
 
         return serve, text_signature("question", "context")

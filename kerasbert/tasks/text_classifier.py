@@ -7,7 +7,8 @@ from keras import ops
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.pooling import POOLINGS, Pooling, preset_pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
-from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels
+from kerasbert.readers import TextData
+from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels, named_targets
 from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.task import EncoderAtPositions, check_dropout, check_encoder, encoder_inputs, text_signature
 
@@ -164,6 +165,19 @@ class TextClassifier(FineTuningTask):
         if pooling == "cls" and self.head_dense is None and self.encoder.pooler:
             x = self.encoder.pooler_dense(x)  # as `pooled_output`
         return self._head(x)  # (batch, documents, num_classes)
+
+    def _examples_and_targets(self, x, y, names):
+        """`read_glue_tsv`'s data: its texts, its labels as this task's ids
+        (by name where both have names); class names as targets: their ids."""
+        if isinstance(x, TextData):
+            if y is not None:
+                raise ValueError(f"{names[1]} must be None when {names[0]} is a TextData (read_glue_tsv): its "
+                                 "labels are the targets.")
+            if x.y is None:
+                raise ValueError(f"{names[0]} holds no labels (read_glue_tsv without label_column).")
+            mapped = x.label_ids(self.labels) if self.labels is not None and x.label_names is not None else x.y
+            return x.x, mapped
+        return x, named_targets(y, self.labels, names[1])
 
     def _targets(self, raw=False):
         if self.num_classes == 1:

@@ -2,6 +2,8 @@
 through a CRF."""
 
 import numbers
+import types
+import unicodedata
 
 import keras
 import numpy as np
@@ -11,13 +13,35 @@ from keras import ops
 from kerasbert.layers.crf import CRF, bio_transition_mask
 from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
-from kerasbert.metrics import entity_scores, entity_spans, split_tag
+from kerasbert.metrics import TagAccuracy, entity_scores, entity_spans, split_tag
 from kerasbert.preprocessing.alignment import TokenClassificationPreprocessor
-from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels
+from kerasbert.readers import TokenData
+from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels, named_targets
 from kerasbert.tasks.inputs import Targets, check_examples, select_inputs
 from kerasbert.tasks.task import check_dropout, check_encoder, encoder_inputs, text_signature
 from kerasbert.utils.checks import show
 from kerasbert.utils.ragged import row_ids
+
+
+# Punctuation as BERT's pre-tokenizer splits it off words: Unicode's (P*)
+# and the ASCII symbols among it.
+_EDGE = r"[\pP$+<=>^`|~]"
+
+
+def _is_edge(character):
+    return unicodedata.category(character).startswith("P") or character in "$+<=>^`|~"
+
+
+def _trimmed(text, start, end):
+    """An entity's `[start, end)` in `text` without the punctuation the word
+    splitter left on its edges ("London." -> "London", as transformers'
+    pipelines give it); an entity of punctuation alone stays whole."""
+    first, last = start, end
+    while first < last and _is_edge(text[first]):
+        first += 1
+    while last > first and _is_edge(text[last - 1]):
+        last -= 1
+    return (first, last) if first < last else (start, end)
 
 
 def _chunk_tables(labels):
@@ -72,6 +96,14 @@ def _entity_tensors(tag_ids, words, starts, ends, texts, tables):
     entity_row = tf.gather(row, first)
     start, end = tf.gather(starts, first), tf.gather(ends, last)
     text = tf.strings.substr(tf.gather(texts, entity_row), start, end - start, unit="UTF8_CHAR")
+    # Punctuation the word splitter left on the entity's edges (`_trimmed`).
+    length = tf.strings.length(text, unit="UTF8_CHAR")
+    lead = length - tf.strings.length(tf.strings.regex_replace(text, f"^{_EDGE}+", ""), unit="UTF8_CHAR")
+    trail = length - tf.strings.length(tf.strings.regex_replace(text, f"{_EDGE}+$", ""), unit="UTF8_CHAR")
+    keep = lead + trail < length  # an entity of punctuation alone stays whole
+    lead, trail = tf.where(keep, lead, 0), tf.where(keep, trail, 0)
+    start, end = start + lead, end - trail
+    text = tf.strings.substr(text, lead, length - lead - trail, unit="UTF8_CHAR")
 
     def padded(values, default):  # (entities,) -> (batch, most entities)
         return tf.RaggedTensor.from_value_rowids(values, entity_row, nrows=words.nrows()).to_tensor(default)
@@ -166,6 +198,17 @@ class TokenClassifier(FineTuningTask):
             return {"labels": [id2label[k] for k in sorted(id2label, key=int)]}
         return {"num_classes": int(head_config.get("num_labels", 2))}
 
+    def _examples_and_targets(self, x, y, names):
+        """`read_conll`'s data: its words, its tags as this task's ids (a
+        tag the task does not know: a ValueError naming file and line); tag
+        names as targets: their ids."""
+        if isinstance(x, TokenData):
+            if y is not None:
+                raise ValueError(f"{names[1]} must be None when {names[0]} is a TokenData (read_conll): its tags "
+                                 "are the targets.")
+            return x.words, x.tag_ids(self.labels)
+        return x, named_targets(y, self.labels, names[1], per_word=True)
+
     def _targets(self, raw=False):
         # Raw examples: a tag id per word (negative: left out); packed: per position.
         return Targets(self.num_classes, "tag ids", rank=2, per_word=raw)
@@ -193,12 +236,30 @@ class TokenClassifier(FineTuningTask):
 
     def compile(self, optimizer="auto", loss="auto", metrics="auto", weighted_metrics="auto", **kwargs):
         """As `FineTuningTask.compile`; the default metric is the accuracy
-        over labelled words (weighted by the targets' sample weights)."""
-        if isinstance(weighted_metrics, str) and weighted_metrics == "auto":
-            weighted_metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-        super().compile(optimizer, loss, metrics, weighted_metrics=weighted_metrics, **kwargs)
+        over labelled words (weighted by the targets' sample weights) of
+        the predicted tags: with a CRF, its Viterbi-decoded ones."""
+        default = isinstance(weighted_metrics, str) and weighted_metrics == "auto"
+        # Updated where the loss is computed (`compute_loss`), where every
+        # backend's step can read the CRF's weights (JAX's metrics step
+        # cannot); held in a read-only view, listed by `metrics` alone.
+        self._tag_accuracy = types.MappingProxyType(
+            {"metric": TagAccuracy(None if self.crf is None else self.crf.__call__)} if default else {})
+        super().compile(optimizer, loss, metrics, weighted_metrics=None if default else weighted_metrics, **kwargs)
+
+    @property
+    def metrics(self):
+        tracked = getattr(self, "_tag_accuracy", None) or {}
+        return [*super().metrics, *tracked.values()]
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        if config is not None and getattr(self, "_tag_accuracy", None):
+            config = {**config, "weighted_metrics": "auto"}  # made again with the task's CRF
+        return config
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if y is not None and getattr(self, "_tag_accuracy", None):
+            self._tag_accuracy["metric"].update_state(y, y_pred, sample_weight)
         if self.crf is None or y is None:
             return super().compute_loss(x, y, y_pred, sample_weight, training=training)
         # The chain runs over the labelled positions: first sub-words.
@@ -287,7 +348,9 @@ class TokenClassifier(FineTuningTask):
         """Entities in each example: a list of dicts `{"type", "start",
         "end", "text", "words"}` per example, with `start`/`end` character
         offsets into the text (for word lists, into the words joined by
-        single spaces) and `words` the `[first, last + 1)` word range."""
+        single spaces) and `words` the `[first, last + 1)` word range.
+        Words are split at whitespace; punctuation they carry on the
+        entity's edges is left out of it ("London." gives "London")."""
         self._check_preprocessor()
         check_examples(x, word_lists=True, pairs=False)
         if self.labels is None:
@@ -300,16 +363,24 @@ class TokenClassifier(FineTuningTask):
             entities = []
             for kind, first, last in entity_spans(self._names(tags)):
                 start, end = spans[first][0], spans[last - 1][1]
+                if text is not None:
+                    start, end = _trimmed(text, start, end)
                 entities.append({"type": kind, "start": int(start), "end": int(end),
                                  "text": text[start:end] if text is not None else None, "words": (first, last)})
             results.append(entities)
         return results
 
-    def evaluate_entities(self, words, tags, batch_size=None):
+    def evaluate_entities(self, words, tags=None, batch_size=None):
         """Entity-level precision, recall and F1 (seqeval's default
         semantics, see `kerasbert.metrics.entity_scores`) of the predicted
-        tags of `words` against `tags` (lists of tag names, or of ids)."""
+        tags of `words` against `tags` (lists of tag names, or of ids), or
+        of a `read_conll` file's data against its tags."""
         self._names([])  # tag names needed
+        if isinstance(words, TokenData):  # read_conll's: its tags checked against the labels, by file and line
+            if tags is not None:
+                raise ValueError("tags must be None when words is a TokenData (read_conll): its tags are scored.")
+            words.tag_ids(self.labels)
+            words, tags = words.words, words.tags
         check_examples(words, "words", word_lists=True, pairs=False)
         if isinstance(tags, (str, bytes)) or not isinstance(tags, (list, tuple, np.ndarray)) or len(tags) != len(words):
             raise ValueError(f"tags must hold one list of tags per example of words ({len(words)} examples); got "
