@@ -70,12 +70,12 @@ def main():
           + ", ".join(f"EM {em:.1f} / F1 {f1:.1f}" for em, f1 in zip(history["val_exact_match"], history["val_f1"])))
     print(f"Best: F1 {result.best_metric:.2f} at epoch {result.best_epoch}, preset in {result.best_preset_dir}")
 
-    # The best epoch, restored from its task preset.
+    # The best epoch, restored from its task preset, with the run's decoding
+    # settings (null_score_threshold 0.0 for v2.0 files, None for v1.1).
     model = kerasbert.QuestionAnswerer.from_preset(result.best_preset_dir)
     settings = result.settings  # as in run.json
-    threshold = settings["null_score_threshold"]  # 0.0 for v2.0 files, None for v1.1
     examples = read_squad(validation_file)
-    scores = model.evaluate_squad(examples, batch_size=args.batch_size, null_score_threshold=threshold)
+    scores = model.evaluate_squad(examples, batch_size=args.batch_size)
     print(f"\nSQuAD v{settings['squad_version']} validation: exact match {scores['exact_match']:.2f}, "
           f"F1 {scores['f1']:.2f} over {scores['total']} questions")
     if "HasAns_f1" in scores:
@@ -84,7 +84,7 @@ def main():
 
     print("\nA few answers:")
     shown = examples[:6]
-    for example, answer in zip(shown, model.predict_answers(shown, null_score_threshold=threshold)):
+    for example, answer in zip(shown, model.predict_answers(shown)):
         gold = "(no answer)" if example.is_impossible else example.answers[0].text
         print(f"  Q: {example.question}\n     predicted: {answer.text or '(no answer)'!s}   gold: {gold}")
 

@@ -278,6 +278,7 @@ def test_entities_leave_out_the_punctuation_glued_to_words():
     assert text[slice(*_trimmed(text, 22, 34))] == "São Paulo"
     assert text[slice(*_trimmed(text, 40, 42))] == "?!"  # punctuation alone stays
     assert _trimmed("U.S.", 0, 4) == (0, 3)  # as transformers' pre-tokenizer splits it
+    assert _trimmed("in London . now", 3, 11) == (3, 9)  # "London ." of two words
 
 
 def test_token_classifier_round_trips(ner, conll, tmp_path):

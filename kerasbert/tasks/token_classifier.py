@@ -23,13 +23,14 @@ from kerasbert.utils.checks import show
 from kerasbert.utils.ragged import row_ids
 
 
-# Punctuation as BERT's pre-tokenizer splits it off words: Unicode's (P*)
-# and the ASCII symbols among it.
-_EDGE = r"[\pP$+<=>^`|~]"
+# Punctuation as BERT's pre-tokenizer splits it off words (Unicode's P*
+# and the ASCII symbols among it), and the spaces between words that
+# trimming it may leave on an entity's edge ("London ." -> "London").
+_EDGE = r"[\t\n\f\r\x0b \pZ\pP$+<=>^`|~]"
 
 
 def _is_edge(character):
-    return unicodedata.category(character).startswith("P") or character in "$+<=>^`|~"
+    return character in "\t\n\f\r\x0b $+<=>^`|~" or unicodedata.category(character)[0] in "PZ"
 
 
 def _trimmed(text, start, end):
