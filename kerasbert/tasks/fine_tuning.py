@@ -68,23 +68,26 @@ def named_targets(y, labels, name, per_word=False):
     """Targets given as class names (strings; per word: lists of them) as
     their ids in `labels`, the task's class names; other targets unchanged.
     A name not in `labels` is a ValueError naming where it is."""
-    rows = y if per_word else [y]
-    if labels is None or isinstance(y, (str, bytes)) or not isinstance(y, (list, tuple, np.ndarray)) or not any(
-            isinstance(v, str) for row in rows if isinstance(row, (list, tuple, np.ndarray))
-            for v in (row.tolist() if isinstance(row, np.ndarray) else row)):
+    if labels is None or not isinstance(y, (list, tuple, np.ndarray)):
+        return y
+
+    def values(row):  # a row as a list, or None for a single value
+        return row.tolist() if isinstance(row, np.ndarray) else list(row) if isinstance(row, (list, tuple)) else None
+
+    rows = [values(row) for row in y] if per_word else [values(y)]
+    if not any(isinstance(v, str) for row in rows if row is not None for v in row):
         return y
     index = {label: i for i, label in enumerate(labels)}
 
     def ids(row, where):
-        values = row.tolist() if isinstance(row, np.ndarray) else list(row)
-        for i, value in enumerate(values):
+        for i, value in enumerate(row):
             if not isinstance(value, str) or value not in index:
                 raise ValueError(f"{name}{where}[{i}]={value!r} is not one of the task's labels {labels}.")
-        return np.array([index[v] for v in values], np.int32)
+        return np.array([index[v] for v in row], np.int32)
 
     if per_word:
-        return [ids(row, f"[{i}]") for i, row in enumerate(y)]
-    return ids(y, "")
+        return [ids(row, f"[{i}]") for i, row in enumerate(rows)]
+    return ids(rows[0], "")
 
 
 def check_labels(num_classes, labels, example):
