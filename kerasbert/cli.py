@@ -265,7 +265,7 @@ def _add_finetune(commands):
 
 
 def _export(args):
-    from kerasbert.export import load_task
+    from kerasbert.tasks.task import load_task
 
     options = {"pairs": True} if args.pairs else {}
     for name in ("top_k", "n_best_size", "max_answer_length", "null_score_threshold"):
@@ -339,7 +339,7 @@ def _check_output(path, flag="--output"):
 def _load_task(preset, need_text=True):
     """The task a task preset directory holds (with a preprocessor when
     `need_text`)."""
-    from kerasbert.export import load_task
+    from kerasbert.tasks.task import load_task
 
     _step(f"loading {preset} ...")
     task = load_task(preset)
@@ -430,8 +430,7 @@ def _write_json_lines(records, output):
 # -- convert ---------------------------------------------------------------------
 
 def _convert(args):
-    from kerasbert.convert.huggingface import huggingface_checkpoint_directory
-    from kerasbert.presets import preset_directory
+    from kerasbert.presets import huggingface_checkpoint_directory, preset_directory
     from kerasbert.utils.io import replacing_directory
 
     source, output = args.source, args.output
@@ -489,8 +488,9 @@ def _tokenizer_files(directory, staging):
 
 def _write_kerasbert(model, source, directory, staging):
     from kerasbert.encoder import Encoder
-    from kerasbert.presets import PRESET_FILE, preset_family, save_to_preset
+    from kerasbert.presets import PRESET_FILE, preset_family
     from kerasbert.utils.io import read_json
+    from kerasbert.utils.preset_files import write_preset
 
     if not isinstance(model, Encoder):
         if getattr(model, "preprocessor", None) is None:
@@ -507,7 +507,7 @@ def _write_kerasbert(model, source, directory, staging):
     else:
         family = preset_family(source)
         spec = {"family": family} if family else None
-    save_to_preset(model, staging, _spec=spec)
+    write_preset(model, staging, spec=spec)
     if not _tokenizer_files(directory, staging):
         _step(f"note: {source} has no tokenizer files; the preset holds the encoder alone")
 

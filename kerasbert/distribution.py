@@ -250,11 +250,7 @@ def _keras_distribution(distribution, shape):
             f"({devices[:4]}{'...' if count > 4 else ''})."
         )
     device_mesh = keras.distribution.DeviceMesh(shape, ("batch", "model"), devices)
-    from kerasbert.encoder import Encoder
-
-    engine = keras.distribution.ModelParallel(
-        layout_map=Encoder.get_layout_map(device_mesh), batch_dim_name="batch"
-    )
+    engine = keras.distribution.ModelParallel(layout_map=megatron_layout_map(device_mesh), batch_dim_name="batch")
     return TrainingScope(engine, shape, shape[0])
 
 

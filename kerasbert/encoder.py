@@ -12,6 +12,8 @@ from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.embeddings import PositionEmbedding
 from kerasbert.layers.initializers import TruncatedNormal, clone_initializer
 from kerasbert.layers.transformer_block import TransformerBlock
+from kerasbert.utils.features import check_host_features
+from kerasbert.utils.preset_files import write_preset
 
 
 def _check_int(name, value, minimum):
@@ -360,16 +362,12 @@ class Encoder(keras.Model):
     def __call__(self, *args, **kwargs):
         # Ids past the vocabulary or segments, or sequences past the position
         # table: TensorFlow raises a framework error, JAX clamps or gives NaN.
-        # NumPy features are checked first (kerasbert.tasks.inputs).
-        from kerasbert.tasks.inputs import check_host_features
-
+        # NumPy features are checked first.
         check_host_features(args[0] if args else kwargs.get("inputs"), self, tuple(self.input), "inputs")
         return super().__call__(*args, **kwargs)
 
     def predict(self, x, *args, **kwargs):
         """`keras.Model.predict`; NumPy features are checked first, as in `__call__`."""
-        from kerasbert.tasks.inputs import check_host_features
-
         check_host_features(x, self, tuple(self.input), "x")
         return super().predict(x, *args, **kwargs)
 
@@ -483,7 +481,5 @@ class Encoder(keras.Model):
     def save_to_preset(self, preset_dir, **metadata):
         """Writes this encoder as a kerasbert preset directory that
         `kerasbert.from_preset(preset_dir)` loads. See
-        `kerasbert.presets.save_to_preset`."""
-        from kerasbert.presets import save_to_preset
-
-        return save_to_preset(self, preset_dir, **metadata)
+        `kerasbert.save_to_preset`."""
+        return write_preset(self, preset_dir, metadata=metadata)

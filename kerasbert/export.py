@@ -14,6 +14,7 @@ The SavedModel is written beside `path` and moved into place when complete,
 so `path` never holds half an export.
 """
 
+import importlib
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ import tempfile
 
 import keras
 
-from kerasbert.utils.io import read_json, replacing_directory
+from kerasbert.utils.io import replacing_directory
 
 SIGNATURE = "serving_default"
 
@@ -58,7 +59,7 @@ def export(task, path, overwrite=False, **options):
         else:
             with tempfile.TemporaryDirectory(prefix=".kerasbert-preset-", dir=os.path.dirname(written)) as preset:
                 task.save_to_preset(preset)
-                _write_in_tensorflow(preset, written, options)
+                _write_in_tensorflow(preset, written, options, type(task))
     return path
 
 
@@ -78,10 +79,11 @@ def write_saved_model(task, path, options):
     archive.write_out(path, verbose=False)
 
 
-def _write_in_tensorflow(preset, path, options):
+def _write_in_tensorflow(preset, path, options, task_class):
     env = dict(os.environ, KERAS_BACKEND="tensorflow")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    command = [sys.executable, "-m", "kerasbert.export", preset, path, json.dumps(options)]
+    command = [sys.executable, "-m", "kerasbert.export", preset, path, json.dumps(options),
+               f"{task_class.__module__}:{task_class.__qualname__}"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode:
         raise RuntimeError(
@@ -90,32 +92,13 @@ def _write_in_tensorflow(preset, path, options):
         )
 
 
-def load_task(preset):
-    """The task a task preset directory holds (written by
-    `task.save_to_preset` or `kerasbert finetune`: its `task.json` names the
-    class)."""
-    import kerasbert
-    from kerasbert.tasks.fine_tuning import TASK_FILE
-
-    spec_file = os.path.join(os.fspath(preset), TASK_FILE)
-    if not os.path.exists(preset):
-        raise FileNotFoundError(f"{preset} does not exist; give a task preset directory, written by "
-                                "task.save_to_preset(...) or `kerasbert finetune` (its best/ or final/).")
-    if not os.path.isfile(spec_file):
-        raise FileNotFoundError(
-            f"{preset} is not a task preset (it has no task.json); give a directory written by "
-            "task.save_to_preset(...) or `kerasbert finetune` (its best/ or final/)."
-        )
-    class_name = read_json(spec_file, "kerasbert task file").get("class_name")
-    cls = getattr(kerasbert, str(class_name), None)
-    if not (isinstance(cls, type) and hasattr(cls, "serving_function")):
-        raise ValueError(f"{spec_file} names class {class_name!r}, which is not a kerasbert task.")
-    return cls.from_preset(preset)
-
-
 def _main(argv):
-    preset, path, options = argv[1], argv[2], json.loads(argv[3])
-    write_saved_model(load_task(preset), path, options)
+    """Rebuilds a task from its preset with the class that wrote it
+    (`module:ClassName`, as `_write_in_tensorflow` names it) and writes it."""
+    preset, path, options, class_path = argv[1], argv[2], json.loads(argv[3]), argv[4]
+    module, _, name = class_path.partition(":")
+    task = getattr(importlib.import_module(module), name).from_preset(preset)
+    write_saved_model(task, path, options)
 
 
 if __name__ == "__main__":

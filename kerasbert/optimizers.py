@@ -775,10 +775,8 @@ def layer_depths(model):
     layer `i`, `num_layers + 1` for everything above (the pooler and the task
     heads). With cross-layer sharing (ALBERT) a block gets the depth of the
     last layer that applies it."""
-    from kerasbert.encoder import Encoder
-
-    encoder = model if isinstance(model, Encoder) else getattr(model, "encoder", None)
-    if not isinstance(encoder, Encoder):
+    encoder = model if hasattr(model, "transformer_blocks") else getattr(model, "encoder", None)
+    if not hasattr(encoder, "transformer_blocks"):
         raise TypeError(f"model must be a kerasbert task or Encoder; got {type(model).__name__}.")
     top = encoder.num_layers + 1
     depths = {v.path: top for v in model.trainable_variables}

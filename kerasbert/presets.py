@@ -9,7 +9,7 @@ architecture, its tokenizer, where its weights come from and its metadata.
   ships them, or the Hugging Face Hub), converted once and cached as a
   kerasbert preset directory under `$KERASBERT_HOME` (default
   `~/.cache/kerasbert`);
-- a kerasbert preset directory, written by `Encoder.save_to_preset`;
+- a kerasbert preset directory, written by `save_to_preset`;
 - a Hugging Face checkpoint directory (`config.json` + weights);
 - `hf://org/name[@revision]`, fetched through `huggingface_hub` (which also
   serves its local cache when `HF_HUB_OFFLINE=1`).
@@ -23,33 +23,17 @@ import json
 import os
 import shutil
 
-import numpy as np
-
 from kerasbert.convert import huggingface
 from kerasbert.layers.initializers import placeholder_weights
 from kerasbert.utils.checks import show
-from kerasbert.utils.integrity import check_recorded, digests
+from kerasbert.utils.integrity import check_recorded
 from kerasbert.utils.io import (
     atomic_directory,
     read_json,
     read_safetensors,
-    updating_directory,
-    write_json,
-    write_safetensors,
 )
+from kerasbert.utils.preset_files import PRESET_FILE, TOKENIZER_FILES, WEIGHTS_FILE, write_encoder_files, write_preset
 
-PRESET_FILE = "preset.json"
-WEIGHTS_FILE = "encoder.safetensors"
-# Files a tokenizer may need; copied along when a checkpoint is converted.
-TOKENIZER_FILES = (
-    "vocab.txt",
-    "spiece.model",
-    "vocab.json",
-    "merges.txt",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-)
 _HF_DOWNLOAD_PATTERNS = (
     "config.json",
     "model.safetensors",
@@ -96,6 +80,16 @@ def get_preset(name):
     if name not in files:
         raise ValueError(_unknown_preset_message(name))
     return json.loads(files[name].read_text(encoding="utf-8"))
+
+
+def preset_pooling(preset):
+    """How a built-in preset trained as a sentence embedder pools: its
+    JSON's `pooling` entry as `{"pooling": ..., "normalize": ...}`, or {}
+    for other presets and for directories."""
+    if not isinstance(preset, str) or preset not in list_presets():
+        return {}
+    spec = get_preset(preset).get("pooling") or {}
+    return {k: spec[k] for k in ("pooling", "normalize") if k in spec}
 
 
 def _unknown_preset_message(name):
@@ -195,6 +189,15 @@ def preset_directory(preset):
     raise ValueError(_unknown_preset_message(preset))
 
 
+def huggingface_checkpoint_directory(preset):
+    """The Hugging Face checkpoint directory `preset` resolves to (a local
+    directory or `hf://org/name`), or None for a kerasbert preset."""
+    directory = preset_directory(preset)
+    if os.path.isfile(os.path.join(directory, PRESET_FILE)) or not huggingface.is_huggingface_directory(directory):
+        return None
+    return directory
+
+
 def _encoder_kwargs(spec, source):
     from kerasbert.encoder import Encoder
 
@@ -245,26 +248,6 @@ def _load_kerasbert_directory(directory, load_weights, dtype):
         check_recorded(directory, WEIGHTS_FILE, spec, path)
         _assign_weights(encoder, os.path.join(directory, WEIGHTS_FILE))
     return encoder
-
-
-def check_preset_files(directory, names):
-    """Checks those of `names` in `directory` against the sizes and digests
-    `preset.json` records, when `directory` is a kerasbert preset directory."""
-    path = os.path.join(directory, PRESET_FILE)
-    if os.path.isfile(path):
-        spec = read_json(path, "kerasbert preset file")
-        for name in names:
-            check_recorded(directory, name, spec, path)
-
-
-def record_preset_files(directory):
-    """Rewrites `preset.json`'s records of the weights and tokenizer files
-    in `directory` (after a tokenizer is saved into a preset directory)."""
-    path = os.path.join(directory, PRESET_FILE)
-    if os.path.isfile(path):
-        spec = read_json(path, "kerasbert preset file")
-        spec["files"] = digests(directory, (WEIGHTS_FILE, *TOKENIZER_FILES))
-        write_json(path, spec, seal=True)
 
 
 def _assign_weights(encoder, path):
@@ -396,17 +379,14 @@ def _copy_tokenizer_files(source, destination):
 # Saving
 
 
-def save_to_preset(encoder, preset_dir, _spec=None, **metadata):
-    """Writes `encoder` as a kerasbert preset directory.
-
-    The directory gets `preset.json` (architecture and metadata) and
-    `encoder.safetensors` (float32 weights keyed by variable path);
-    `preset.json` records the size and SHA-256 digest of the weights and of
-    any tokenizer files in the directory, and loading refuses a file that
-    does not match its record. Other files already in the directory are
-    kept. The directory is replaced as a whole (`updating_directory`): a
-    reader, or a process killed while saving, sees the previous preset or
-    the new one, never a mixture.
+def save_to_preset(encoder, preset_dir, **metadata):
+    """Writes `encoder` as a kerasbert preset directory: `preset.json`
+    (architecture, metadata, and the size and SHA-256 digest of the weights
+    and of any tokenizer files, which loading checks) and
+    `encoder.safetensors` (float32 weights keyed by variable path). Other
+    files already in the directory are kept, and the directory is replaced
+    as a whole: a reader, or a process killed while saving, sees the
+    previous preset or the new one, never a mixture.
 
     Args:
         encoder: a `kerasbert.Encoder`.
@@ -420,27 +400,7 @@ def save_to_preset(encoder, preset_dir, _spec=None, **metadata):
 
     if not isinstance(encoder, Encoder):
         raise TypeError(f"encoder must be a kerasbert.Encoder; got {type(encoder).__name__}.")
-    with updating_directory(preset_dir) as staged:
-        write_encoder_files(encoder, staged, os.path.basename(os.path.normpath(preset_dir)), _spec, metadata)
-    return preset_dir
-
-
-def write_encoder_files(encoder, directory, name, spec=None, metadata=None):
-    """Writes `encoder.safetensors`, then `preset.json` with its records,
-    into `directory` (`save_to_preset` without the directory swap)."""
-    config = {k: v for k, v in encoder.get_config().items() if k not in ("name", "trainable", "dtype")}
-    spec = dict(spec or {})
-    spec.pop("weights", None)
-    spec["name"] = spec.get("name", name)
-    spec["encoder"] = config
-    spec["metadata"] = {**spec.get("metadata", {}), "parameter_count": int(encoder.count_params()),
-                        **(metadata or {})}
-    tensors = {
-        v.path: np.asarray(v.numpy(), dtype=np.float32) for v in encoder.weights
-    }
-    write_safetensors(os.path.join(directory, WEIGHTS_FILE), tensors, {"format": "kerasbert"})
-    spec["files"] = digests(directory, (WEIGHTS_FILE, *TOKENIZER_FILES))
-    write_json(os.path.join(directory, PRESET_FILE), spec, seal=True)
+    return write_preset(encoder, preset_dir, metadata=metadata)
 
 
 def preset_family(preset):

@@ -391,17 +391,6 @@ def is_huggingface_directory(directory):
     return os.path.isfile(os.path.join(directory, "config.json"))
 
 
-def huggingface_checkpoint_directory(preset):
-    """The Hugging Face checkpoint directory `preset` resolves to (a local
-    directory or `hf://org/name`), or None for a kerasbert preset."""
-    from kerasbert.presets import PRESET_FILE, preset_directory
-
-    directory = preset_directory(preset)
-    if os.path.isfile(os.path.join(directory, PRESET_FILE)) or not is_huggingface_directory(directory):
-        return None
-    return directory
-
-
 def load_huggingface_encoder(directory, load_weights=True, dtype=None):
     """Builds an `Encoder` from a Hugging Face checkpoint directory."""
     from kerasbert.encoder import Encoder
@@ -466,21 +455,17 @@ def head_weight_links(task, model_type):
     `"discriminator"` (`ElectraPretrainer`), `"classifier"`
     (`TextClassifier`, `TokenClassifier`), `"qa_outputs"`
     (`QuestionAnswerer`). Empty for tasks without such a head."""
-    from kerasbert.tasks.electra import ElectraPretrainer
-    from kerasbert.tasks.masked_lm import MaskedLM
-    from kerasbert.tasks.pretrainer import BertPretrainer
-
     fine_tuning = _fine_tuning_head_links(task, model_type)
     if fine_tuning is not None:
         return fine_tuning
-    if isinstance(task, ElectraPretrainer):
+    if _head(task) == "electra_pretraining":
         dense, output = _DISCRIMINATOR_NAMES
         return {
             "generator": _mlm_head_links(task.generator_head, model_type),
             "discriminator": _dense(task.get_layer("discriminator_dense"), dense)
             + _dense(task.get_layer("discriminator_output"), output),
         }
-    if not isinstance(task, (MaskedLM, BertPretrainer)):
+    if _head(task) != "masked_lm":
         return {}
     heads = {"mlm": _mlm_head_links(task.mlm_head, model_type)}
     sentence_task = getattr(task, "sentence_task", None)
@@ -493,16 +478,23 @@ def head_weight_links(task, model_type):
 # and its head's tensors. Sequence classification reads the pooler (BERT,
 # ALBERT) or has a dense layer of its own (RoBERTa: tanh, ELECTRA: GELU).
 _FINE_TUNING_ARCHITECTURES = {
-    "TextClassifier": "SequenceClassification",
-    "TokenClassifier": "TokenClassification",
-    "QuestionAnswerer": "QuestionAnswering",
+    "sequence_classification": "SequenceClassification",
+    "token_classification": "TokenClassification",
+    "question_answering": "QuestionAnswering",
 }
+
+
+def _head(model):
+    """The Hugging Face head a task declares (its class's `huggingface_head`:
+    "masked_lm", "electra_pretraining" or a key of
+    `_FINE_TUNING_ARCHITECTURES`); None for an encoder."""
+    return getattr(type(model), "huggingface_head", None)
 _CLASSIFIER_ACTIVATIONS = {"roberta": "tanh", "electra": "gelu"}
 
 
 def _fine_tuning_head_links(task, model_type):
     """{head: links} of a fine-tuning task, or None for other tasks."""
-    kind = _FINE_TUNING_ARCHITECTURES.get(type(task).__name__)
+    kind = _FINE_TUNING_ARCHITECTURES.get(_head(task))
     if kind is None:
         return None
     if kind == "QuestionAnswering":
@@ -519,7 +511,7 @@ def _fine_tuning_head_links(task, model_type):
 
 def _check_fine_tuning_head(task, model_type, directory):
     """The task's head must be the one transformers' model of `model_type` has."""
-    kind = _FINE_TUNING_ARCHITECTURES[type(task).__name__]
+    kind = _FINE_TUNING_ARCHITECTURES[_head(task)]
     if kind == "SequenceClassification":
         if task.get_config()["pooling"] != "cls":
             raise ValueError(
@@ -549,7 +541,7 @@ def _check_fine_tuning_head(task, model_type, directory):
 
 def _fine_tuning_config(task, config):
     """The task-specific entries of a fine-tuning checkpoint's config.json."""
-    kind = _FINE_TUNING_ARCHITECTURES[type(task).__name__]
+    kind = _FINE_TUNING_ARCHITECTURES[_head(task)]
     config["architectures"] = [f"{_CLASS_PREFIX[config['model_type']]}For{kind}"]
     if kind == "QuestionAnswering":
         return config
@@ -636,9 +628,7 @@ def assign_head_weights(task, directory, generator_directory=None):
         ValueError: a head is in the checkpoint but incomplete or of a
             shape the task's head does not have.
     """
-    from kerasbert.tasks.electra import ElectraPretrainer
-
-    electra = isinstance(task, ElectraPretrainer)
+    electra = _head(task) == "electra_pretraining"
     if generator_directory is not None and not electra:
         raise ValueError(
             f"generator_directory is for an ElectraPretrainer; got a {type(task).__name__}."
@@ -753,11 +743,10 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
         The directory written.
     """
     from kerasbert.encoder import Encoder
-    from kerasbert.tasks.electra import ElectraPretrainer
     from kerasbert.utils.io import check_path
 
     directory = check_path("directory", directory)
-    if isinstance(model, ElectraPretrainer):
+    if _head(model) == "electra_pretraining":
         _write_electra_pretrainer(model, directory, model_type, generator_directory)
         return directory
     if generator_directory is not None:
@@ -767,7 +756,7 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
         _write_checkpoint(directory, config, _encoder_tensors(model, config["model_type"]))
         return directory
     encoder = getattr(model, "encoder", None)
-    if isinstance(encoder, Encoder) and type(model).__name__ in _FINE_TUNING_ARCHITECTURES:
+    if isinstance(encoder, Encoder) and _head(model) in _FINE_TUNING_ARCHITECTURES:
         if model_type is None and getattr(model, "family", None) in MODEL_TYPES:
             model_type = model.family  # the checkpoint's family, not a look-alike
         config = huggingface_config(encoder, model_type)

@@ -6,18 +6,6 @@ from keras import ops
 POOLINGS = ("mean", "cls")
 
 
-def preset_pooling(preset):
-    """How a built-in preset trained as a sentence embedder pools: its
-    JSON's `pooling` entry as `{"pooling": ..., "normalize": ...}`, or {}
-    for other presets and for directories."""
-    from kerasbert.presets import get_preset, list_presets
-
-    if not isinstance(preset, str) or preset not in list_presets():
-        return {}
-    spec = get_preset(preset).get("pooling") or {}
-    return {k: spec[k] for k in ("pooling", "normalize") if k in spec}
-
-
 @keras.saving.register_keras_serializable(package="kerasbert")
 class Pooling(keras.layers.Layer):
     """Pools `sequence_output (batch, seq, hidden)` to `(batch, hidden)`:

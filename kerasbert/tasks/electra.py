@@ -160,6 +160,10 @@ class ElectraPretrainer(Task):
     8
     """
 
+    # Its heads' weights in Hugging Face checkpoints: `ElectraForPreTraining` and the generator's `ElectraForMaskedLM`
+    # (`kerasbert.convert`).
+    huggingface_head = "electra_pretraining"
+
     def __init__(
         self,
         generator,
@@ -259,11 +263,8 @@ class ElectraPretrainer(Task):
         `ElectraForPreTraining` `preset` and the generator head from an
         `ElectraForMaskedLM` `generator`; heads a checkpoint lacks start
         fresh."""
-        from kerasbert.convert.huggingface import (
-            assign_head_weights,
-            huggingface_checkpoint_directory,
-        )
-        from kerasbert.presets import from_preset
+        from kerasbert.convert.huggingface import assign_head_weights
+        from kerasbert.presets import from_preset, huggingface_checkpoint_directory
 
         discriminator = from_preset(preset, load_weights=load_weights, dtype=dtype)
         generator_reference = None

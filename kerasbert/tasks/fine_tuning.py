@@ -20,7 +20,6 @@ from kerasbert.tasks.inputs import (
     GROUP_BY_LENGTH,
     check_example_counts,
     check_examples,
-    check_features,
     check_sample_weight,
     check_targets,
     check_text_dataset,
@@ -42,8 +41,8 @@ from kerasbert.tasks.task import (  # noqa: F401 (TASK_FILE, TASK_WEIGHTS_FILE, 
     encoder_inputs,
     text_signature,
 )
+from kerasbert.utils.features import check_features
 from kerasbert.utils.io import read_json
-
 
 # task -> {(documents, jit_compile): its packed predictor}
 _PACKED_PREDICTORS = weakref.WeakKeyDictionary()
@@ -53,7 +52,7 @@ def _huggingface_head_config(cls, preset):
     """The config.json of a transformers checkpoint whose architecture is
     the task's (`BertForSequenceClassification` for a TextClassifier...),
     else None."""
-    from kerasbert.convert.huggingface import huggingface_checkpoint_directory
+    from kerasbert.presets import huggingface_checkpoint_directory
 
     kind = getattr(cls, "huggingface_architecture", None)
     directory = huggingface_checkpoint_directory(preset)

@@ -26,6 +26,7 @@ import weakref
 
 import numpy as np
 import tensorflow as tf
+
 # tf.data traces the functions it maps through AutoGraph, which rewrote this
 # package's Python source on every new pipeline: 1.5 s of the 1.75 s trace of
 # a packing map. No kerasbert function branches on tensors in Python, so every
@@ -37,6 +38,13 @@ from tensorflow.autograph.experimental import do_not_convert
 
 from kerasbert.distribution import check_global_batch
 from kerasbert.utils.checks import show
+from kerasbert.utils.features import (
+    SEQUENCE,
+    as_array,
+    feature_ranges,
+    indexed,
+    plain,
+)
 
 DEFAULT_BOUNDARIES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 # Batches regrouped by length at a time (see `make_dataset`).
@@ -569,8 +577,6 @@ def without_autotune(dataset):
 
 # The start of the messages of the pipeline's assertions (`input_errors`).
 INPUT_CHECK = "kerasbert input check: "
-# `Targets.classes` for positions within the packed sequence.
-SEQUENCE = "sequence"
 
 
 def checked_count(value, name, default=None):
@@ -664,17 +670,6 @@ class Targets:
         return f"{self.what}: integers {bound}" + (" (negative: left out)" if self.per_word else "")
 
 
-def _array(value):
-    """`value` as a NumPy array, or None when it cannot be read as one
-    (a generator, a symbolic tensor...)."""
-    if isinstance(value, tf.RaggedTensor):
-        return None
-    try:
-        return np.asarray(value)
-    except Exception:  # e.g. a torch tensor that needs grad; ragged lists  # noqa: BLE001
-        return None
-
-
 def _rows(value, name, accepted):
     """Per-example rows of a ragged `value` (a list of lists, an object
     array, a ragged tensor) -> (flat values, the (row, column) of each)."""
@@ -708,25 +703,15 @@ def _check_numbers(values, name, what, where=None, shape=None, ids=False):
         if bad is None:
             values = flat.astype(np.float64).reshape(values.shape)
         else:
-            value = _plain(flat[bad])
+            value = plain(flat[bad])
             hint = " (map names to ids first, e.g. [labels.index(name) for name in names])" \
                 if ids and isinstance(value, (str, bytes)) else ""
-            raise TypeError(f"{_index(name, bad, where, shape or values.shape)} must be a number ({what}); got "
+            raise TypeError(f"{indexed(name, bad, where, shape or values.shape)} must be a number ({what}); got "
                             f"{type(value).__name__} {show(value)}{hint}.")
     bad = np.flatnonzero(~np.isfinite(values.astype(np.float64).ravel()))
     if bad.size:
-        raise ValueError(f"{_index(name, bad[0], where, shape or values.shape)} is "
-                         f"{_plain(values.ravel()[bad[0]])!r}; {what} must be finite numbers.")
-
-
-def _plain(value):
-    """A NumPy scalar as the Python number it holds (for messages)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _index(name, flat_index, where, shape):
-    spot = where[int(flat_index)] if where is not None else np.unravel_index(int(flat_index), shape)
-    return name + "".join(f"[{int(i)}]" for i in spot)
+        raise ValueError(f"{indexed(name, bad[0], where, shape or values.shape)} is "
+                         f"{plain(values.ravel()[bad[0]])!r}; {what} must be finite numbers.")
 
 
 def check_targets(y, targets, name="y", count=None, sequence=None):
@@ -754,7 +739,7 @@ def check_targets(y, targets, name="y", count=None, sequence=None):
     if targets.per_word and not (isinstance(y, np.ndarray) and y.dtype != object):
         values, where = _rows(y, name, targets.what)
     else:
-        values = _array(y)
+        values = as_array(y)
         if values is None:
             return y
         if values.dtype == object and values.ndim != targets.rank:
@@ -778,16 +763,16 @@ def check_targets(y, targets, name="y", count=None, sequence=None):
     flat = values.astype(np.float64).ravel()
     fractional = np.flatnonzero(flat != np.round(flat))
     if fractional.size:
-        raise TypeError(f"{_index(name, fractional[0], where, shape)}={_plain(flat[fractional[0]])!r} is not an "
+        raise TypeError(f"{indexed(name, fractional[0], where, shape)}={plain(flat[fractional[0]])!r} is not an "
                         f"integer; {name} must hold {accepted}.")
     if targets.per_word and values.dtype.kind == "f":  # ragged rows of ids are read as integers
-        raise TypeError(f"{_index(name, 0, where, shape)}={_plain(flat[0])!r} is a float; {name} must hold "
+        raise TypeError(f"{indexed(name, 0, where, shape)}={plain(flat[0])!r} is a float; {name} must hold "
                         f"{accepted}.")
     high = sequence if targets.classes == SEQUENCE else targets.classes
     low = -np.inf if targets.per_word else 0
     bad = np.flatnonzero((flat < low) | (flat >= (high if high is not None else np.inf)))
     if bad.size:
-        raise ValueError(f"{_index(name, bad[0], where, shape)}={int(flat[bad[0]])} is out of range: {name} must "
+        raise ValueError(f"{indexed(name, bad[0], where, shape)}={int(flat[bad[0]])} is out of range: {name} must "
                          f"hold {accepted}.")
     return y
 
@@ -808,7 +793,7 @@ def check_sample_weight(sample_weight, name="sample_weight", count=None):
         return None
     if isinstance(sample_weight, dict):
         return {k: check_sample_weight(v, f"{name}[{k!r}]", count) for k, v in sample_weight.items()}
-    values, where = _array(sample_weight), None
+    values, where = as_array(sample_weight), None
     if values is not None and values.dtype == object:
         values, where = _rows(sample_weight, name, "weights")
     if values is None:
@@ -818,81 +803,10 @@ def check_sample_weight(sample_weight, name="sample_weight", count=None):
     _check_numbers(values, name, "weights", where, values.shape)
     bad = np.flatnonzero(values.astype(np.float64).ravel() < 0)
     if bad.size:
-        value = _plain(values.ravel()[bad[0]])
-        raise ValueError(f"{_index(name, bad[0], where, values.shape)}={value!r} is negative; {name} must hold "
+        value = plain(values.ravel()[bad[0]])
+        raise ValueError(f"{indexed(name, bad[0], where, values.shape)}={value!r} is negative; {name} must hold "
                          "weights >= 0.")
     return sample_weight
-
-
-def feature_ranges(encoder, names):
-    """Per packed feature of `names`: `(low, high, what)`, the values it
-    may take (`high` exclusive; `SEQUENCE`: the packed length)."""
-    ranges = {"token_ids": (0, encoder.vocabulary_size, "token ids"),
-              "segment_ids": (0, max(encoder.num_segments, 1), "segment ids"),
-              # 1 marks a token; packed documents number theirs 1, 2, ... (Encoder)
-              "padding_mask": (0, 2**31, "0 (padding) or a token's document number (1 for one document)"),
-              "mask_positions": (0, SEQUENCE, "positions in the sequence"),
-              "mask_weights": (0, np.inf, "weights >= 0")}
-    return {name: ranges[name] for name in names if name in ranges}
-
-
-def check_host_features(inputs, encoder, names, name):
-    """`check_features` for a dict of NumPy arrays (features in host memory);
-    tensors (traced, or on a device) and other inputs pass as they are."""
-    if isinstance(inputs, dict) and inputs and all(isinstance(v, np.ndarray) for v in inputs.values()):
-        check_features(inputs, encoder, names, name)
-
-
-def check_features(features, encoder, names, name="x"):
-    """Packed features for a model with inputs `names` on `encoder`: a dict
-    holding each of them, `(batch, seq)` integers (`mask_positions` and
-    `mask_weights`: `(batch, masked)`) within the encoder's tables, `seq` at
-    most its `max_sequence_length`. Lists become arrays; anything else
-    wrong is a TypeError or ValueError naming the feature and its first bad
-    value. Tensors that NumPy cannot read (symbolic ones) pass unchecked."""
-    if not isinstance(features, dict):
-        raise TypeError(f"{name} must be packed features, a dict with {list(names)}; got "
-                        f"{type(features).__name__} {show(features)}.")
-    missing = [n for n in names if n not in features]
-    if missing:
-        raise ValueError(f"{name} lacks the features {missing}; the model takes {list(names)} (got "
-                         f"{sorted(features)}).")
-    features = {k: np.asarray(v) if isinstance(v, (list, tuple)) else v for k, v in features.items()}
-    arrays = {k: _array(features[k]) for k in names}
-    if any(a is None for a in arrays.values()):
-        return features
-    tokens = arrays["token_ids"]
-    if tokens.ndim != 2:
-        raise ValueError(f"{name}['token_ids'] must be (batch, seq); got shape {tokens.shape}.")
-    batch, seq = tokens.shape
-    if not 1 <= seq <= encoder.max_sequence_length:
-        raise ValueError(f"{name}['token_ids'] holds sequences of {seq} positions; the encoder takes 1 to "
-                         f"max_sequence_length={encoder.max_sequence_length} (its position table).")
-    masked = arrays.get("mask_positions")
-    for key, (low, high, what) in feature_ranges(encoder, names).items():
-        array = arrays[key]
-        if key in ("mask_positions", "mask_weights"):  # (batch, masked)
-            reference, wanted = "mask_positions", (batch, masked.shape[-1] if masked.ndim else 0)
-        else:
-            reference, wanted = "token_ids", (batch, seq)
-        if array.shape != wanted:
-            raise ValueError(f"{name}[{key!r}] has shape {array.shape}; it must be {wanted}, as {name}['{reference}'] "
-                             "gives.")
-        numbers_taken = "biuf" if key in ("padding_mask", "mask_weights") else "biu"
-        if array.dtype.kind not in numbers_taken:
-            kind = "numbers" if "f" in numbers_taken else "integers"
-            raise TypeError(f"{name}[{key!r}] must hold {kind} ({what}); got an array of {array.dtype}.")
-        values = array.astype(np.float64)
-        top = seq if high == SEQUENCE else high
-        bad = np.flatnonzero(~((values >= low) & (values < top) & (np.isfinite(values) | (top == np.inf)))
-                             | (key == "padding_mask") & (values != np.round(values)))
-        if bad.size:
-            value = _plain(array.ravel()[bad[0]])
-            bound = f"in [{low}, {top})" if top != np.inf else f">= {low}"
-            table = {"token_ids": f" (vocabulary_size={top})", "segment_ids": f" (num_segments={encoder.num_segments})"}
-            raise ValueError(f"{_index(f'{name}[{key!r}]', bad[0], None, array.shape)}={value!r} is out of range: "
-                             f"{key} must be {what}, {bound}{table.get(key, '')}.")
-    return features
 
 
 def checked_dataset(dataset, encoder, names, targets=None):

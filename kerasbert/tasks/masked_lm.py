@@ -97,6 +97,10 @@ class MaskedLM(Task):
     (1, 1, 100)
     """
 
+    # Its heads' weights in Hugging Face checkpoints: the masked-LM head of transformers' `...ForMaskedLM`
+    # (`kerasbert.convert`).
+    huggingface_head = "masked_lm"
+
     preprocessor_class = TextPreprocessor
 
     def __init__(self, encoder, preprocessor=None, **kwargs):

@@ -52,6 +52,10 @@ class BertPretrainer(Task):
     ['mlm', 'sop']
     """
 
+    # Its heads' weights in Hugging Face checkpoints: `...ForPreTraining` (`...ForMaskedLM` without a sentence task)
+    # (`kerasbert.convert`).
+    huggingface_head = "masked_lm"
+
     def __init__(self, encoder, sentence_task="nsp", **kwargs):
         if sentence_task not in SENTENCE_TASKS:
             raise ValueError(

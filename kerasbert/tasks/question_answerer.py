@@ -20,7 +20,6 @@ from kerasbert.readers import SquadExample
 from kerasbert.tasks.fine_tuning import _RAW_TYPES, FineTuningTask
 from kerasbert.tasks.inputs import (
     GROUP_BY_LENGTH,
-    SEQUENCE,
     SHAPE_COST,
     Targets,
     checked_count,
@@ -30,6 +29,7 @@ from kerasbert.tasks.inputs import (
     show,
 )
 from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
+from kerasbert.utils.features import SEQUENCE
 
 
 def _examples(examples, name="examples"):
@@ -87,6 +87,10 @@ class QuestionAnswerer(FineTuningTask):
             score beats the best span's by more than this; None (SQuAD
             v1.1): always a span.
     """
+
+    # Its heads' weights in Hugging Face checkpoints: `...ForQuestionAnswering`
+    # (`kerasbert.convert`).
+    huggingface_head = "question_answering"
 
     preprocessor_class = QuestionAnsweringPreprocessor
     per_token_outputs = True

@@ -14,8 +14,6 @@ import tensorflow as tf
 from kerasbert.distribution import StepByStep, spans_host_devices
 from kerasbert.encoder import Encoder
 from kerasbert.tasks.inputs import (
-    check_features,
-    check_host_features,
     check_sample_weight,
     check_targets,
     checked_count,
@@ -30,9 +28,11 @@ from kerasbert.tasks.training_faults import (
     out_of_memory_message,
 )
 from kerasbert.utils.checks import show
+from kerasbert.utils.features import check_features, check_host_features
 from kerasbert.utils.hardware import cpu_multiplies_bfloat16
 from kerasbert.utils.integrity import check_recorded, digests
 from kerasbert.utils.io import read_json, read_safetensors, updating_directory, write_json, write_safetensors
+from kerasbert.utils.registry import subclass_named
 
 TASK_FILE = "task.json"
 TASK_WEIGHTS_FILE = "task.safetensors"
@@ -145,6 +145,9 @@ class Task(keras.Model):
     """
 
     family = None
+    # Which Hugging Face head its weights map to (`kerasbert.convert`); None:
+    # the encoder alone.
+    huggingface_head = None
     # Whether `compile(jit_compile="auto")` runs the task under XLA on a
     # TensorFlow CPU, where Keras's "auto" does not (`resolve_jit_compile`).
     xla_on_tensorflow_cpu = True
@@ -376,8 +379,8 @@ class Task(keras.Model):
         whose heads the task has (`BertForPreTraining`, `...ForMaskedLM`,
         `...ForSequenceClassification`, ...), the task's heads get the
         checkpoint's weights; heads the checkpoint lacks start fresh."""
-        from kerasbert.convert.huggingface import assign_head_weights, huggingface_checkpoint_directory
-        from kerasbert.presets import from_preset, preset_family
+        from kerasbert.convert.huggingface import assign_head_weights
+        from kerasbert.presets import from_preset, huggingface_checkpoint_directory, preset_family
 
         saved = _task_preset_file(preset)
         if saved is not None:
@@ -482,7 +485,7 @@ class Task(keras.Model):
         directory is replaced as a whole, keeping files of others
         (`kerasbert.utils.io.updating_directory`); the task file records
         its weights' size and digest."""
-        from kerasbert.presets import write_encoder_files
+        from kerasbert.utils.preset_files import write_encoder_files
 
         family = getattr(self, "family", None)
         config = {key: value for key, value in self._task_config.items() if key not in ("encoder", "preprocessor")}
@@ -501,3 +504,23 @@ class Task(keras.Model):
                        {"class_name": type(self).__name__, "config": config, "preprocessor": preprocessor,
                         "files": digests(staged, (TASK_WEIGHTS_FILE,))}, seal=True)
         return preset_dir
+
+
+def load_task(preset):
+    """The task a task preset directory holds (written by
+    `task.save_to_preset` or `kerasbert finetune`: its `task.json` names the
+    class)."""
+    spec_file = os.path.join(os.fspath(preset), TASK_FILE)
+    if not os.path.exists(preset):
+        raise FileNotFoundError(f"{preset} does not exist; give a task preset directory, written by "
+                                "task.save_to_preset(...) or `kerasbert finetune` (its best/ or final/).")
+    if not os.path.isfile(spec_file):
+        raise FileNotFoundError(
+            f"{preset} is not a task preset (it has no task.json); give a directory written by "
+            "task.save_to_preset(...) or `kerasbert finetune` (its best/ or final/)."
+        )
+    class_name = read_json(spec_file, "kerasbert task file").get("class_name")
+    cls = subclass_named(Task, str(class_name))
+    if cls is None or cls is Task or not hasattr(cls, "serving_function"):
+        raise ValueError(f"{spec_file} names class {class_name!r}, which is not a kerasbert task.")
+    return cls.from_preset(preset)

@@ -5,8 +5,9 @@ import tensorflow as tf
 from keras import ops
 
 from kerasbert.layers.dropout import Dropout
-from kerasbert.layers.pooling import POOLINGS, Pooling, preset_pooling
+from kerasbert.layers.pooling import POOLINGS, Pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
+from kerasbert.presets import preset_pooling
 from kerasbert.readers import TextData
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels, named_targets
 from kerasbert.tasks.inputs import Targets
@@ -72,6 +73,10 @@ class TextClassifier(FineTuningTask):
     >>> logits.shape
     (1, 3)
     """
+
+    # Its heads' weights in Hugging Face checkpoints: `...ForSequenceClassification`
+    # (`kerasbert.convert`).
+    huggingface_head = "sequence_classification"
 
     preprocessor_class = TextPreprocessor
     huggingface_architecture = "SequenceClassification"

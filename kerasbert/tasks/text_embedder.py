@@ -2,8 +2,9 @@
 
 import keras
 
-from kerasbert.layers.pooling import Pooling, preset_pooling
+from kerasbert.layers.pooling import Pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
+from kerasbert.presets import preset_pooling
 from kerasbert.tasks.fine_tuning import FineTuningTask
 from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature

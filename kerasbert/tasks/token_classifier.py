@@ -22,7 +22,6 @@ from kerasbert.tasks.task import check_dropout, check_encoder, encoder_inputs, t
 from kerasbert.utils.checks import show
 from kerasbert.utils.ragged import row_ids
 
-
 # Punctuation as BERT's pre-tokenizer splits it off words (Unicode's P*
 # and the ASCII symbols among it), and the spaces between words that
 # trimming it may leave on an entity's edge ("London ." -> "London").
@@ -146,6 +145,10 @@ class TokenClassifier(FineTuningTask):
         preprocessor: a `TokenClassificationPreprocessor`, or None.
         dropout: dropout before the output layer.
     """
+
+    # Its heads' weights in Hugging Face checkpoints: `...ForTokenClassification`
+    # (`kerasbert.convert`).
+    huggingface_head = "token_classification"
 
     preprocessor_class = TokenClassificationPreprocessor
     per_token_outputs = True

@@ -7,9 +7,11 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.tokenizers.files import tokenizer_arguments
 from kerasbert.utils.checks import check_id, check_string, show, token_ids
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 from kerasbert.utils.ragged import add_to_rows, concat_rows, join_rows, row_ids
+from kerasbert.utils.registry import subclass_named
 
 
 def to_string_tensor(inputs, name="inputs"):
@@ -144,11 +146,11 @@ class Tokenizer(PreprocessingLayer):
         [[7592, 1010, 2088, 999]]
         """
         from kerasbert.presets import preset_directory
-        from kerasbert.tokenizers.files import tokenizer_from_directory
 
         is_directory = isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset)
         directory = os.fspath(preset) if is_directory else preset_directory(preset)
-        tokenizer = tokenizer_from_directory(directory)
+        class_name, (args, kwargs) = tokenizer_arguments(directory)
+        tokenizer = subclass_named(Tokenizer, class_name)(*args, **kwargs)
         if not isinstance(tokenizer, cls):
             raise TypeError(
                 f"preset {preset!r} has a {type(tokenizer).__name__}, not a "

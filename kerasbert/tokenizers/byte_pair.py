@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.tokenizers.base import Tokenizer, regex_split_with_offsets, utf8_length
+from kerasbert.tokenizers.files import write_byte_pair_files
 from kerasbert.tokenizers.unicode import _range_classes
 from kerasbert.utils.checks import check_bool, check_file, is_int, show
 from kerasbert.utils.ragged import concat_rows, row_ids, row_positions
@@ -465,8 +466,6 @@ class BytePairTokenizer(Tokenizer):
         return [i for i, t in enumerate(self.vocabulary) if not t.startswith("\u0120") and t not in special]
 
     def save_to_preset(self, preset_dir):
-        from kerasbert.tokenizers.files import write_byte_pair_files
-
         return write_byte_pair_files(self, preset_dir)
 
     def get_config(self):

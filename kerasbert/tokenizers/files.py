@@ -14,11 +14,19 @@ tokenizers themselves run from):
 import functools
 import os
 
+from kerasbert.utils.checks import check_file
 from kerasbert.utils.io import read_json
 
 
-def tokenizer_from_directory(directory):
-    from kerasbert.presets import TOKENIZER_FILES, check_preset_files
+def _arguments(*args, **kwargs):
+    return args, kwargs
+
+
+def tokenizer_arguments(directory):
+    """The tokenizer the files in `directory` describe, as `(class name,
+    (args, kwargs))` for its constructor (`Tokenizer.from_preset` builds
+    it)."""
+    from kerasbert.utils.preset_files import TOKENIZER_FILES, check_preset_files
 
     check_preset_files(directory, TOKENIZER_FILES)  # against a kerasbert preset's records
 
@@ -67,13 +75,11 @@ _BERT_SPECIALS = {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "mask": "[MASK
 
 
 def _wordpiece(vocab_path, config, spec):
-    from kerasbert.tokenizers.wordpiece import WordPieceTokenizer
-
     lowercase = config.get("do_lower_case", spec.get("lowercase", True))
     strip_accents = config.get("strip_accents", spec.get("strip_accents"))
     chinese = config.get("tokenize_chinese_chars", spec.get("tokenize_chinese_chars", True))
     names = _special_names(config, _BERT_SPECIALS)
-    return WordPieceTokenizer(
+    return "WordPieceTokenizer", _arguments(
         vocab_path, lowercase=lowercase, strip_accents=strip_accents,
         tokenize_chinese_chars=chinese, **names,
     )
@@ -105,8 +111,6 @@ def _from_tokenizer_json(data, config):
 
 
 def _wordpiece_from_json(data, model, config):
-    from kerasbert.tokenizers.wordpiece import WordPieceTokenizer
-
     normalizer = _component(data, "normalizer") or {}
     pre_tokenizer = _component(data, "pre_tokenizer") or {}
     if normalizer.get("type") != "BertNormalizer":
@@ -125,7 +129,7 @@ def _wordpiece_from_json(data, model, config):
         raise ValueError("tokenizer.json's WordPiece vocabulary ids are not 0..n-1.")
     names = _special_names(config, _BERT_SPECIALS)
     names["unknown_token"] = model.get("unk_token", names["unknown_token"])
-    return WordPieceTokenizer(
+    return "WordPieceTokenizer", _arguments(
         [token for token, _ in ordered],
         lowercase=normalizer.get("lowercase", True),
         strip_accents=normalizer.get("strip_accents"),
@@ -144,8 +148,8 @@ def _recorded(write):
 
     @functools.wraps(write)
     def write_and_record(tokenizer, directory):
-        from kerasbert.presets import record_preset_files
         from kerasbert.utils.io import updating_directory
+        from kerasbert.utils.preset_files import record_preset_files
 
         with updating_directory(directory) as staged:
             write(tokenizer, staged)
@@ -191,16 +195,11 @@ def _lstrip_tokens(added_tokens):
 
 
 def _sentencepiece(model_path, config, spec):
-    from kerasbert.tokenizers.sentence_piece import (
-        SentencePieceTokenizer,
-        read_sentencepiece_model,
-    )
-
     model = read_sentencepiece_model(model_path)
     if model["byte_fallback"]:
         raise ValueError(f"{model_path} uses byte fallback, which kerasbert's SentencePiece tokenizer does not implement.")
     keep_accents = config.get("keep_accents", spec.get("keep_accents", False))
-    return SentencePieceTokenizer(
+    return "SentencePieceTokenizer", _arguments(
         model["vocabulary"],
         precompiled_charsmap=model["precompiled_charsmap"],
         lowercase=config.get("do_lower_case", spec.get("lowercase", True)),
@@ -215,8 +214,6 @@ def _sentencepiece_from_json(data, model, config):
     """transformers' ALBERT layouts: normalizers among Replace("``"/"''" ->
     '"'), NFKD, StripAccents, Lowercase, Precompiled, Replace(" {2,}" -> " ");
     pre-tokenizer WhitespaceSplit + Metaspace (v5) or Metaspace alone (v4)."""
-    from kerasbert.tokenizers.sentence_piece import SentencePieceTokenizer
-
     if model.get("byte_fallback"):
         raise ValueError("tokenizer.json's Unigram model uses byte fallback, which kerasbert does not implement.")
     normalizer = data.get("normalizer") or {}
@@ -265,7 +262,7 @@ def _sentencepiece_from_json(data, model, config):
     unk_id = model.get("unk_id")
     if unk_id is not None:
         names["unknown_token"] = vocabulary[unk_id][0]
-    return SentencePieceTokenizer(
+    return "SentencePieceTokenizer", _arguments(
         vocabulary,
         add_prefix_space=scheme == "always",
         whitespace_split=whitespace_split,
@@ -385,10 +382,8 @@ def _mask_lstrip(config, added_tokens, mask_token):
 
 
 def _byte_pair(vocab_path, merges_path, config):
-    from kerasbert.tokenizers.byte_pair import BytePairTokenizer
-
     names = _special_names(config, _ROBERTA_SPECIALS)
-    return BytePairTokenizer(
+    return "BytePairTokenizer", _arguments(
         vocab_path, merges_path,
         add_prefix_space=config.get("add_prefix_space", False),
         trim_offsets=config.get("trim_offsets", True),
@@ -398,8 +393,6 @@ def _byte_pair(vocab_path, merges_path, config):
 
 
 def _byte_pair_from_json(data, model, config):
-    from kerasbert.tokenizers.byte_pair import BytePairTokenizer
-
     pre_tokenizer = _component(data, "pre_tokenizer") or {}
     post_processor = data.get("post_processor") or {}
     problems = []
@@ -418,7 +411,7 @@ def _byte_pair_from_json(data, model, config):
         )
     names = _special_names(config, _ROBERTA_SPECIALS)
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
-    return BytePairTokenizer(
+    return "BytePairTokenizer", _arguments(
         model["vocab"], merges,
         add_prefix_space=pre_tokenizer.get("add_prefix_space", False),
         trim_offsets=post_processor.get("trim_offsets", pre_tokenizer.get("trim_offsets", True)),
@@ -458,3 +451,30 @@ def write_byte_pair_files(tokenizer, directory):
         },
     )
     return directory
+
+
+def read_sentencepiece_model(path):
+    """A `spiece.model` file -> {"vocabulary": [(piece, score)],
+    "precompiled_charsmap": bytes, "unk_id", "byte_fallback", ...}."""
+    from google.protobuf.message import DecodeError
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    path = check_file("path", path, "a spiece.model")
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        model.ParseFromString(data)
+    except DecodeError as error:
+        raise ValueError(f"{path} is not a SentencePiece model file ({error}).") from None
+    if not model.pieces:
+        raise ValueError(f"{path} is not a SentencePiece model file (no pieces).")
+    if model.trainer_spec.model_type not in (0, 1):  # UNIGRAM (0 = unset)
+        kind = sentencepiece_model_pb2.TrainerSpec.ModelType.Name(model.trainer_spec.model_type)
+        raise ValueError(f"{path} is a SentencePiece {kind} model; kerasbert reads unigram models (ALBERT).")
+    return {
+        "vocabulary": [(p.piece, p.score) for p in model.pieces],
+        "precompiled_charsmap": model.normalizer_spec.precompiled_charsmap or None,
+        "unk_id": model.trainer_spec.unk_id,
+        "byte_fallback": model.trainer_spec.byte_fallback,
+    }

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
+from kerasbert.tokenizers.files import read_sentencepiece_model, write_sentencepiece_files
 from kerasbert.utils.checks import check_bool, check_file, check_number, check_string, show
 from kerasbert.utils.ragged import row_ids
 
@@ -536,8 +537,6 @@ class SentencePieceTokenizer(Tokenizer):
         return [i for i, t in enumerate(self.vocabulary) if not t.startswith("\u2581") and t not in specials]
 
     def save_to_preset(self, preset_dir):
-        from kerasbert.tokenizers.files import write_sentencepiece_files
-
         return write_sentencepiece_files(self, preset_dir)
 
     def get_config(self):
@@ -558,30 +557,3 @@ class SentencePieceTokenizer(Tokenizer):
             special_tokens_in_text=self.special_tokens_in_text,
         )
         return config
-
-
-def read_sentencepiece_model(path):
-    """A `spiece.model` file -> {"vocabulary": [(piece, score)],
-    "precompiled_charsmap": bytes, "unk_id", "byte_fallback", ...}."""
-    from google.protobuf.message import DecodeError
-    from sentencepiece import sentencepiece_model_pb2
-
-    model = sentencepiece_model_pb2.ModelProto()
-    path = check_file("path", path, "a spiece.model")
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        model.ParseFromString(data)
-    except DecodeError as error:
-        raise ValueError(f"{path} is not a SentencePiece model file ({error}).") from None
-    if not model.pieces:
-        raise ValueError(f"{path} is not a SentencePiece model file (no pieces).")
-    if model.trainer_spec.model_type not in (0, 1):  # UNIGRAM (0 = unset)
-        kind = sentencepiece_model_pb2.TrainerSpec.ModelType.Name(model.trainer_spec.model_type)
-        raise ValueError(f"{path} is a SentencePiece {kind} model; kerasbert reads unigram models (ALBERT).")
-    return {
-        "vocabulary": [(p.piece, p.score) for p in model.pieces],
-        "precompiled_charsmap": model.normalizer_spec.precompiled_charsmap or None,
-        "unk_id": model.trainer_spec.unk_id,
-        "byte_fallback": model.trainer_spec.byte_fallback,
-    }

@@ -10,6 +10,7 @@ import tensorflow_text as tf_text
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
+from kerasbert.tokenizers.files import write_wordpiece_files
 from kerasbert.utils.checks import check_bool, check_file, check_int, check_string, show
 from kerasbert.utils.ragged import join_rows, row_ids, row_positions, splits_of_rows
 
@@ -231,8 +232,6 @@ class WordPieceTokenizer(Tokenizer):
         return [i for i, t in enumerate(self.vocabulary) if t.startswith(self.suffix_indicator)]
 
     def save_to_preset(self, preset_dir):
-        from kerasbert.tokenizers.files import write_wordpiece_files
-
         return write_wordpiece_files(self, preset_dir)
 
     def get_config(self):

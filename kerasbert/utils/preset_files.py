@@ -1,0 +1,75 @@
+"""The kerasbert preset directory: `preset.json` (the encoder's
+architecture, metadata, and the size and SHA-256 digest of each file it
+holds) beside `encoder.safetensors` and any tokenizer files. Loading
+refuses a file that does not match its record."""
+
+import os
+
+import numpy as np
+
+from kerasbert.utils.integrity import check_recorded, digests
+from kerasbert.utils.io import read_json, updating_directory, write_json, write_safetensors
+
+PRESET_FILE = "preset.json"
+WEIGHTS_FILE = "encoder.safetensors"
+# Files a tokenizer may need; copied along when a checkpoint is converted.
+# Files a tokenizer may need; copied along when a checkpoint is converted.
+TOKENIZER_FILES = (
+    "vocab.txt",
+    "spiece.model",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+
+
+def write_preset(encoder, preset_dir, spec=None, metadata=None):
+    """Writes `encoder` (a `kerasbert.Encoder`) as a preset directory,
+    replacing the directory as a whole (`updating_directory`) and keeping
+    the other files in it. `spec`: a preset description to keep (family,
+    tokenizer settings), whose `encoder` entry is replaced by the encoder's
+    config; `metadata`: extra JSON-serialisable entries. Returns
+    `preset_dir`."""
+    with updating_directory(preset_dir) as staged:
+        write_encoder_files(encoder, staged, os.path.basename(os.path.normpath(preset_dir)), spec, metadata)
+    return preset_dir
+
+
+def write_encoder_files(encoder, directory, name, spec=None, metadata=None):
+    """Writes `encoder.safetensors`, then `preset.json` with its records,
+    into `directory` (`save_to_preset` without the directory swap)."""
+    config = {k: v for k, v in encoder.get_config().items() if k not in ("name", "trainable", "dtype")}
+    spec = dict(spec or {})
+    spec.pop("weights", None)
+    spec["name"] = spec.get("name", name)
+    spec["encoder"] = config
+    spec["metadata"] = {**spec.get("metadata", {}), "parameter_count": int(encoder.count_params()),
+                        **(metadata or {})}
+    tensors = {
+        v.path: np.asarray(v.numpy(), dtype=np.float32) for v in encoder.weights
+    }
+    write_safetensors(os.path.join(directory, WEIGHTS_FILE), tensors, {"format": "kerasbert"})
+    spec["files"] = digests(directory, (WEIGHTS_FILE, *TOKENIZER_FILES))
+    write_json(os.path.join(directory, PRESET_FILE), spec, seal=True)
+
+
+def check_preset_files(directory, names):
+    """Checks those of `names` in `directory` against the sizes and digests
+    `preset.json` records, when `directory` is a kerasbert preset directory."""
+    path = os.path.join(directory, PRESET_FILE)
+    if os.path.isfile(path):
+        spec = read_json(path, "kerasbert preset file")
+        for name in names:
+            check_recorded(directory, name, spec, path)
+
+
+def record_preset_files(directory):
+    """Rewrites `preset.json`'s records of the weights and tokenizer files
+    in `directory` (after a tokenizer is saved into a preset directory)."""
+    path = os.path.join(directory, PRESET_FILE)
+    if os.path.isfile(path):
+        spec = read_json(path, "kerasbert preset file")
+        spec["files"] = digests(directory, (WEIGHTS_FILE, *TOKENIZER_FILES))
+        write_json(path, spec, seal=True)
