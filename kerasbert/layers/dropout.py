@@ -27,7 +27,7 @@ class Dropout(keras.layers.Dropout):
     by the inverse of the realised keep probability, keeping the layer
     unbiased.
 
-    On a BERT-small MLM train step, session 10's 16-bit draws were 10%
+    On a BERT-small MLM train step, 16-bit random draws were 10%
     (JAX) and 5% (TensorFlow) faster than Keras's dropout, and this hash
     another 2% and 4% faster than those draws (docs/performance_history.md). The masks
     differ from Keras's, not their distribution: `tests/test_dropout.py`

@@ -80,7 +80,7 @@ def resolve_jit_compile(jit_compile, compute_dtype, xla_on_tensorflow_cpu=True, 
     oneDNN's kernels on those units. BERT-small's MLM step on an AMX CPU: in
     float32 XLA's ran 1.24x as fast as TensorFlow's kernels, in bfloat16
     TensorFlow's 1.41x as fast as XLA's, and 1.38x on an AVX512-BF16 CPU
-    without AMX (docs/performance_history.md, sessions 24 and 28). Under a
+    without AMX (docs/performance_history.md). Under a
     `tf.distribute` strategy (`distributed`) or with `run_eagerly` "auto"
     stays Keras's (no XLA)."""
     if not (isinstance(jit_compile, str) and jit_compile == "auto"):
