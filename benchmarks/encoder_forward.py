@@ -18,13 +18,15 @@ import argparse
 import statistics
 import time
 
-import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
-import keras
-import numpy as np
-from keras import ops
+import kerasbert
 
-import kerasbert.encoder
-from kerasbert.layers import PositionEmbedding
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from keras import ops  # noqa: E402
+
+import kerasbert.encoder  # noqa: E402
+from kerasbert.layers import PositionEmbedding  # noqa: E402
 
 CONFIGS = {
     "bert_tiny": {"num_layers": 2, "num_heads": 2, "hidden_dim": 128, "intermediate_dim": 512},

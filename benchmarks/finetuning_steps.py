@@ -17,10 +17,12 @@ import argparse
 import collections
 import time
 
-import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
-import keras
-import numpy as np
-from finetuning import BATCH, LEARNING_RATE, MAX_TOKENS, WEIGHT_DECAY, split
+import kerasbert
+
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from finetuning import BATCH, LEARNING_RATE, MAX_TOKENS, WEIGHT_DECAY, split  # noqa: E402
 
 
 def main():

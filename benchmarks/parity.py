@@ -15,9 +15,11 @@ import os
 import sys
 import tempfile
 
-import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
-import keras
-import numpy as np
+import kerasbert
+
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from helpers import encoder_inputs, hf_outputs, make_hf_checkpoint, minilm_directory, run

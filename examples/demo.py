@@ -21,10 +21,12 @@ import subprocess
 import sys
 import time
 
-import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
-import keras
-import numpy as np
-from finetune_classifier import DATA, LABELS, load_rotten_tomatoes
+import kerasbert
+
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from finetune_classifier import DATA, LABELS, load_rotten_tomatoes  # noqa: E402
 
 # What a serving process needs: TensorFlow and tensorflow-text (which
 # registers the tokenizer's ops). kerasbert is made unimportable to show it.

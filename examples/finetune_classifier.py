@@ -24,9 +24,11 @@ import io
 import os
 import time
 
-import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
-import keras
-import numpy as np
+import kerasbert
+
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "rotten_tomatoes.csv.bz2")
 LABELS = ("rotten", "fresh")

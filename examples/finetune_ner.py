@@ -1,5 +1,5 @@
 """Named-entity recognition: all-MiniLM-L6-v2 fine-tuned on a CoNLL-2003
-file with `kerasbert.finetuning.finetune` (the `kerasbert finetune --task
+file with `kerasbert.runs.finetuning.finetune` (the `kerasbert finetune --task
 ner` command), scored with entity-level F1 every epoch, then used to find
 entities in raw text.
 
@@ -25,11 +25,13 @@ import os
 import tempfile
 import time
 
-import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
-import keras
+import kerasbert
 
-from kerasbert.finetuning import finetune
-from kerasbert.readers import read_conll
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+import keras  # noqa: E402
+
+from kerasbert.runs.finetuning import finetune  # noqa: E402
+from kerasbert.readers import read_conll  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SAMPLE = os.path.join(ROOT, "tests", "data", "conll2003_sample.txt")

@@ -1,5 +1,5 @@
 """Extractive question answering: all-MiniLM-L6-v2 fine-tuned on a SQuAD
-file with `kerasbert.finetuning.finetune` (the `kerasbert finetune --task
+file with `kerasbert.runs.finetuning.finetune` (the `kerasbert finetune --task
 squad` command), scored with the official exact match and F1 every epoch,
 then asked questions.
 
@@ -31,11 +31,13 @@ import os
 import tempfile
 import time
 
-import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
-import keras
+import kerasbert
 
-from kerasbert.finetuning import finetune
-from kerasbert.readers import read_squad
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+import keras  # noqa: E402
+
+from kerasbert.runs.finetuning import finetune  # noqa: E402
+from kerasbert.readers import read_squad  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SAMPLE = os.path.join(ROOT, "tests", "data", "squad_v2_sample.json")

@@ -20,6 +20,8 @@ import argparse
 
 import kerasbert
 
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+
 PROBES = [
     "in the beginning god created the [MASK] and the earth.",
     "the lord is my [MASK]; i shall not want.",

@@ -23,6 +23,8 @@ import argparse
 
 import kerasbert
 
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+
 PROBES = [
     "in the beginning god created the [MASK] and the earth.",
     "and god said, let there be [MASK]: and there was light.",

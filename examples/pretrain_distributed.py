@@ -25,10 +25,12 @@ docs/distributed.md for multi-host runs, the global batch and checkpoints.
 
 import argparse
 
-import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
-import keras
+import kerasbert
 
-from kerasbert.distribution import training_scope
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+import keras  # noqa: E402
+
+from kerasbert.distribution import training_scope  # noqa: E402
 
 
 def main():

@@ -22,8 +22,10 @@ sure it is that the token was replaced.
 import argparse
 
 import numpy as np
-import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
-from keras import ops
+import kerasbert
+
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+from keras import ops  # noqa: E402
 
 ORIGINAL = "and god said, let there be light: and there was light."
 SWAPPED = "and god said, let there be bread: and there was light."

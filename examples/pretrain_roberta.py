@@ -23,6 +23,8 @@ import argparse
 
 import kerasbert
 
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+
 PROBES = [
     "In the beginning God created the<mask> and the earth.",
     "And God said, Let there be<mask>: and there was light.",

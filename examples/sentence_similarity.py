@@ -11,9 +11,11 @@ tokens, L2-normalised (the sentence-transformers recipe for this model).
 
 import time
 
-import kerasbert  # before Keras and TensorFlow: TensorFlow's oneDNN kernels on x86
-import keras
-import numpy as np
+import kerasbert
+
+kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
 PAIRS = [
     ("A man is eating food.", "A man is eating a piece of bread."),

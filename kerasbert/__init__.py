@@ -1,5 +1,12 @@
 """kerasbert: one Keras 3 encoder for BERT, ALBERT, RoBERTa and ELECTRA.
 
+`import kerasbert` imports no framework and changes no setting: the first
+read of a public name (`kerasbert.Encoder`, `kerasbert.tasks`, ...)
+imports the library with Keras, registering its classes for
+`keras.models.load_model`. So the `kerasbert` command answers `--help` at
+once, and `kerasbert.prefer_onednn()` can run before Keras imports
+TensorFlow.
+
 Examples:
 >>> import kerasbert
 >>> encoder = kerasbert.from_preset("bert_tiny_en_uncased", load_weights=False)
@@ -7,33 +14,7 @@ Examples:
 4385920
 """
 
-# Before anything imports TensorFlow, which reads its oneDNN switch once.
 from kerasbert.utils.hardware import prefer_onednn
-
-prefer_onednn()
-
-from kerasbert import convert, layers, losses, metrics, optimizers, preprocessing, readers, tasks, tokenizers
-from kerasbert.encoder import Encoder
-from kerasbert.finetuning import finetune
-from kerasbert.preprocessing import Packer
-from kerasbert.presets import (
-    PresetNotAvailableError,
-    from_preset,
-    get_preset,
-    list_presets,
-    save_to_preset,
-)
-from kerasbert.pretraining import pretrain
-from kerasbert.tasks import (
-    BertPretrainer,
-    ElectraPretrainer,
-    MaskedLM,
-    QuestionAnswerer,
-    TextClassifier,
-    TextEmbedder,
-    TokenClassifier,
-)
-from kerasbert.tokenizers import Tokenizer
 
 __version__ = "0.1.0"
 __all__ = [
@@ -44,23 +25,71 @@ __all__ = [
     "Packer",
     "PresetNotAvailableError",
     "QuestionAnswerer",
+    "TextClassifier",
+    "TextEmbedder",
+    "TokenClassifier",
+    "Tokenizer",
     "convert",
     "finetune",
     "from_preset",
     "get_preset",
     "layers",
-    "optimizers",
-    "preprocessing",
-    "pretrain",
-    "readers",
     "list_presets",
     "losses",
     "metrics",
+    "optimizers",
+    "prefer_onednn",
+    "preprocessing",
+    "pretrain",
+    "readers",
     "save_to_preset",
     "tasks",
-    "TextClassifier",
-    "TextEmbedder",
-    "TokenClassifier",
-    "Tokenizer",
     "tokenizers",
 ]
+
+
+_SUBPACKAGES = ("convert", "layers", "losses", "metrics", "optimizers", "preprocessing", "readers", "tasks",
+                "tokenizers")
+
+
+def _import_library():
+    """Imports the public API into this module's namespace."""
+    import importlib
+
+    for name in _SUBPACKAGES:
+        importlib.import_module(f"kerasbert.{name}")  # the import system binds it here
+    # (Bound below through locals(), which ruff cannot see.)
+    from kerasbert.encoder import Encoder  # noqa: F401
+    from kerasbert.preprocessing import Packer  # noqa: F401
+    from kerasbert.presets import (  # noqa: F401
+        PresetNotAvailableError,
+        from_preset,
+        get_preset,
+        list_presets,
+        save_to_preset,
+    )
+    from kerasbert.runs.finetuning import finetune  # noqa: F401
+    from kerasbert.runs.pretraining import pretrain  # noqa: F401
+    from kerasbert.tasks import (  # noqa: F401
+        BertPretrainer,
+        ElectraPretrainer,
+        MaskedLM,
+        QuestionAnswerer,
+        TextClassifier,
+        TextEmbedder,
+        TokenClassifier,
+    )
+    from kerasbert.tokenizers import Tokenizer  # noqa: F401
+
+    globals().update({name: value for name, value in locals().items() if name in __all__})
+
+
+def __getattr__(name):
+    if name not in __all__:
+        raise AttributeError(f"module 'kerasbert' has no attribute {name!r}")
+    _import_library()
+    return globals()[name]
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -18,6 +18,9 @@ import sys
 import textwrap
 import warnings
 
+from kerasbert.utils.hardware import prefer_onednn
+from kerasbert.utils.optional import import_quietly
+
 EXIT_CODES = """exit status:
   0  success
   2  bad usage or input: an unknown or invalid flag, a missing or unreadable file, a preset
@@ -81,7 +84,7 @@ def _presets(args):
 
 
 def _pretrain(args):
-    from kerasbert.pretraining import pretrain
+    from kerasbert.runs.pretraining import pretrain
 
     kwargs = {k: v for k, v in vars(args).items() if k not in ("command", "run", "train_files")}
     result = pretrain(train_files=args.train_files, **kwargs)
@@ -92,7 +95,7 @@ def _pretrain(args):
 
 
 def _add_pretrain(commands):
-    from kerasbert.pretraining import OBJECTIVES, OPTIMIZERS, PRECISIONS
+    from kerasbert.runs.options import OBJECTIVES, OPTIMIZERS, PRECISIONS
 
     parser = commands.add_parser(
         "pretrain",
@@ -149,7 +152,7 @@ def _add_pretrain(commands):
 
 
 def _finetune(args):
-    from kerasbert.finetuning import finetune
+    from kerasbert.runs.finetuning import finetune
 
     kwargs = {k: v for k, v in vars(args).items() if k not in ("command", "run", "no_header")}
     kwargs["header"] = not args.no_header
@@ -207,8 +210,7 @@ def _add_table_flags(add, run_defaults=False):
 
 
 def _add_finetune(commands):
-    from kerasbert.finetuning import TASKS
-    from kerasbert.pretraining import PRECISIONS
+    from kerasbert.runs.options import PRECISIONS, TASKS
 
     parser = commands.add_parser(
         "finetune",
@@ -355,7 +357,7 @@ _FINETUNE_TASKS = {"TextClassifier": "classification", "TokenClassifier": "ner",
 def _run_settings(preset, task):
     """The settings of the `kerasbert finetune` run that wrote `preset` (its
     OUTPUT/best or OUTPUT/final): OUTPUT/run.json, or {} for other presets."""
-    from kerasbert.finetuning import BEST, FINAL
+    from kerasbert.runs.options import BEST, FINAL
     from kerasbert.utils.io import read_json
 
     directory = os.path.abspath(preset)
@@ -570,8 +572,8 @@ def _add_convert(commands):
 # -- evaluate --------------------------------------------------------------------
 
 def _evaluate(args):
-    from kerasbert.finetuning import _Validator
     from kerasbert.readers import read_conll, read_squad
+    from kerasbert.runs.finetuning import _Validator
     from kerasbert.utils.io import write_json
 
     _check_output(args.output)
@@ -625,8 +627,8 @@ def _read_classification_file(args, task, run):
     """The GLUE-style TSV of `evaluate`, read as `kerasbert finetune` reads
     its validation file: flags first, then the run's settings, then GLUE's
     column names; class names from --labels, the run, the task or the file."""
-    from kerasbert.finetuning import _glue_columns
     from kerasbert.readers import read_glue_tsv
+    from kerasbert.runs.finetuning import _glue_columns
 
     header = not args.no_header if args.no_header is not None else run.get("header", True)
     options = _table_options(args, header)
@@ -724,7 +726,7 @@ def _predict(args):
 def _classify(task, texts, batch_size, run):
     import numpy as np
 
-    from kerasbert.finetuning import _log_softmax
+    from kerasbert.runs.finetuning import _log_softmax
 
     logits = np.asarray(task.predict(texts, batch_size=batch_size))  # (n, num_classes)
     pairs = isinstance(texts, tuple)
@@ -918,6 +920,10 @@ def build_parser():
 
 
 def main(argv=None):
+    # Before TensorFlow is imported, which reads both once: its C++ log lines
+    # stay out of the output, and its oneDNN kernels are on.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    prefer_onednn()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # TEXT arguments after a flag (`embed PRESET --output v.npy TEXT`) are still texts
@@ -926,6 +932,7 @@ def main(argv=None):
         args.texts = [*args.texts, *extra]
     if getattr(args, "jit_compile", None) is not None:
         args.jit_compile = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
+    import_quietly("tensorflow")
     try:
         return args.run(args)
     except (ValueError, TypeError, NotImplementedError, FileNotFoundError, FileExistsError, IsADirectoryError,

@@ -14,9 +14,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 
-# kerasbert first, as users are told: it turns on TensorFlow's oneDNN
-# kernels on x86 before TensorFlow is imported (kerasbert.utils.hardware).
-import kerasbert  # noqa: E402, F401
+import kerasbert  # noqa: E402
+
+# As the examples do: TensorFlow's oneDNN kernels on x86, before Keras
+# imports TensorFlow (kerasbert.utils.hardware).
+kerasbert.prefer_onednn()
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
@@ -37,6 +39,5 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 def minilm_tokenizer():
     """The all-MiniLM-L6-v2 WordPiece tokenizer, built once per run (building
     and tracing a tokenizer takes seconds)."""
-    import kerasbert
 
     return kerasbert.Tokenizer.from_preset("all_minilm_l6_v2")

@@ -34,7 +34,7 @@ import numpy as np
 import kerasbert
 from kerasbert.checkpointing import latest_checkpoint, remove_old_checkpoints, restore_checkpoint, save_checkpoint
 from kerasbert.convert import to_huggingface
-from kerasbert.finetuning import RECORD_FILE, _save_preset
+from kerasbert.runs.finetuning import RECORD_FILE, _save_preset
 from kerasbert.tokenizers import Tokenizer, WordPieceTokenizer
 from kerasbert.utils.io import read_json, write_json
 

@@ -1,4 +1,4 @@
-"""`kerasbert finetune` and `kerasbert.finetuning.finetune` end to end on
+"""`kerasbert finetune` and `kerasbert.runs.finetuning.finetune` end to end on
 the sample files in tests/data: each task trains, is scored on its
 validation file every epoch with its own metric, keeps the best epoch (not
 the last) as a task preset, stops early, and writes its run's files. A
@@ -14,7 +14,7 @@ import pytest
 
 import kerasbert
 from kerasbert.cli import main
-from kerasbert.finetuning import classification_scores, finetune
+from kerasbert.runs.finetuning import classification_scores, finetune
 from kerasbert.utils.io import read_safetensors
 
 SAMPLES = os.path.join(os.path.dirname(__file__), "data")

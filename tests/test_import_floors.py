@@ -27,8 +27,7 @@ FLOORS = {
     "kerasbert.readers": 3,
     "kerasbert.export": 4,
     "kerasbert.tasks": 5,
-    "kerasbert.pretraining": 6,
-    "kerasbert.finetuning": 6,
+    "kerasbert.runs": 6,
     "kerasbert.cli": 7,
     "kerasbert.__main__": 7,
     "kerasbert": 7,
@@ -124,3 +123,20 @@ def test_no_imports_run_in_a_circle(graph):
                 if len(component) > 1:
                     circles.append(sorted(component))
     assert not circles, "imports in a circle: " + "; ".join(", ".join(c) for c in circles)
+
+
+def test_no_module_imports_tensorflow_at_its_top():
+    """TensorFlow and TensorFlow Text are optional (docs/architecture.md):
+    named through kerasbert.utils.optional, imported inside functions."""
+    found = []
+    for name, path in modules().items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:  # module-level statements only
+            if isinstance(node, ast.Import):
+                roots = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                roots = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            found += [f"{name}:{node.lineno} imports {root}" for root in roots
+                      if root in ("tensorflow", "tensorflow_text")]
+    assert not found, "\n".join(found)

@@ -1,5 +1,6 @@
-"""Importing kerasbert first turns on TensorFlow's oneDNN kernels on x86-64
-(`kerasbert.utils.hardware.prefer_onednn`), unless the user chose."""
+"""`kerasbert.prefer_onednn()` before Keras turns on TensorFlow's oneDNN
+kernels on x86-64, unless the user chose; `import kerasbert` alone changes
+no setting and imports no framework."""
 
 import os
 import platform
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "am
 PROBE = """
 import os
 import kerasbert
+kerasbert.prefer_onednn()
 from tensorflow.python.util import _pywrap_util_port
 print(os.environ.get("TF_ENABLE_ONEDNN_OPTS"), _pywrap_util_port.IsMklEnabled())
 """
@@ -29,7 +31,14 @@ def probe(**env):
     return done.stdout.split()[-2:]
 
 
-def test_importing_kerasbert_turns_onednn_on():
+def test_importing_kerasbert_changes_nothing():
+    import_only = ("import os, sys; before = dict(os.environ); import kerasbert; "
+                   "print(dict(os.environ) == before, sorted({'keras', 'tensorflow'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", import_only], capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["True", "[]"], done.stderr[-2000:]
+
+
+def test_prefer_onednn_turns_it_on():
     # On a CPU without AVX512-VNNI/BF16 or AMX TensorFlow leaves it off by itself.
     assert probe() == ["1", "True"]
 

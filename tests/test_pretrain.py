@@ -12,7 +12,7 @@ import pytest
 import kerasbert
 from kerasbert import checkpointing
 from kerasbert.cli import main
-from kerasbert.pretraining import pretrain
+from kerasbert.runs.pretraining import pretrain
 from kerasbert.utils.io import read_safetensors
 
 KJV = os.path.join(os.path.dirname(__file__), "..", "data", "kjv_documents.txt")

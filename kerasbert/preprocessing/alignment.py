@@ -6,13 +6,13 @@ import numbers
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbert.preprocessing.packer import Packer
 from kerasbert.preprocessing.preprocessors import TokenizingPreprocessor
 from kerasbert.tokenizers.base import _WHITESPACE, Tokenizer, split_keeping
 from kerasbert.tokenizers.byte_pair import BytePairTokenizer
 from kerasbert.utils.checks import check_string
+from kerasbert.utils.optional import tf
 from kerasbert.utils.ragged import row_ids
 
 
@@ -317,10 +317,10 @@ def _utf8(text):
     return text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
 
 
-def _per_word(values, words, name, dtype=tf.int32):
+def _per_word(values, words, name, dtype="int32"):
     """y or per-word weights, `(batch, words)` -> flat `(words,)` values in
     the order of `words.flat_values`, checked against the words per row."""
-    values = _numbers_by_row(values, name, dtype)
+    values = _numbers_by_row(values, name, tf.as_dtype(dtype))
     rows = values.nrows() if isinstance(values, tf.RaggedTensor) else tf.shape(values, out_type=tf.int64)[0]
     expected = words.row_lengths()
     eager = tf.executing_eagerly()

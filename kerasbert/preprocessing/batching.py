@@ -4,10 +4,9 @@ the padding they leave; packing documents is in `document_packing.py`)."""
 import collections.abc
 
 import numpy as np
-import tensorflow as tf
-from tensorflow.autograph.experimental import do_not_convert
 
 from kerasbert.utils.checks import check_id, check_int, show
+from kerasbert.utils.optional import do_not_convert, is_dataset, tf
 
 
 def bucket_by_length(
@@ -67,7 +66,7 @@ def bucket_by_length(
 def _feature_specs(dataset, length_key):
     """The element spec of a dataset of unbatched examples, checked -> its
     features' specs (a dict)."""
-    if not isinstance(dataset, tf.data.Dataset):
+    if not is_dataset(dataset):
         raise TypeError(f"dataset must be a tf.data.Dataset of unbatched examples; got {show(dataset)}.")
     spec = dataset.element_spec
     features = spec[0] if isinstance(spec, tuple) and spec else spec

@@ -2,10 +2,8 @@
 padding: the rows' padding masks number the documents so that the Encoder
 keeps attention (and positions) inside each one."""
 
-import tensorflow as tf
-from tensorflow.autograph.experimental import do_not_convert
-
 from kerasbert.utils.checks import INT32_MAX, check_choice, check_id, check_int, show
+from kerasbert.utils.optional import do_not_convert, is_dataset, tf
 
 LONG_DOCUMENTS = ("split", "truncate")
 
@@ -64,7 +62,7 @@ def pack_documents(
     [101, 7, 8, 9, 102, 101, 5, 102] [1, 1, 1, 1, 1, 2, 2, 2]
     [101, 4, 4, 4, 4, 102, 0, 0] [1, 1, 1, 1, 1, 1, 0, 0]
     """
-    if not isinstance(dataset, tf.data.Dataset):
+    if not is_dataset(dataset):
         raise TypeError(
             f"dataset must be a tf.data.Dataset of 1-D token-id tensors; got {type(dataset).__name__} {show(dataset)}."
         )

@@ -4,7 +4,6 @@ import collections.abc
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbert.tokenizers.base import Tokenizer
 from kerasbert.utils.checks import (
@@ -18,6 +17,7 @@ from kerasbert.utils.checks import (
     is_eager,
     show,
 )
+from kerasbert.utils.optional import tf
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 
 

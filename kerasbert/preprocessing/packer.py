@@ -1,10 +1,10 @@
 """Packing token ids into encoder inputs: special tokens, truncation, padding."""
 
 import keras
-import tensorflow as tf
 
 from kerasbert.tokenizers.base import Tokenizer
 from kerasbert.utils.checks import INT32_MAX, check_bool, check_choice, check_id, check_int, show, token_ids
+from kerasbert.utils.optional import tf
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 from kerasbert.utils.ragged import column, concat_rows, truncate_rows
 

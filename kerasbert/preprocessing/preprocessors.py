@@ -1,11 +1,11 @@
 """Raw strings -> model inputs: a tokenizer and a packer (and a masker)."""
 
 import keras
-import tensorflow as tf
 
 from kerasbert.preprocessing.masking import MaskedLMMasker
 from kerasbert.preprocessing.packer import Packer
 from kerasbert.tokenizers.base import Tokenizer, to_string_tensor
+from kerasbert.utils.optional import tf
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 
 

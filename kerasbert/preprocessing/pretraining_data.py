@@ -15,14 +15,13 @@ import itertools
 import math
 
 import numpy as np
-import tensorflow as tf
-from tensorflow.autograph.experimental import do_not_convert
 
 from kerasbert.preprocessing.masking import MaskedLMMasker
 from kerasbert.preprocessing.packer import Packer
 from kerasbert.preprocessing.sentence_pairs import check_documents, make_sentence_pairs
 from kerasbert.tokenizers.base import Tokenizer
 from kerasbert.utils.checks import check_bool, check_choice, check_int, check_number
+from kerasbert.utils.optional import do_not_convert, tf
 
 OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop", "electra")
 _PAIR_TASKS = {"mlm+nsp": "nsp", "mlm+sop": "sop"}

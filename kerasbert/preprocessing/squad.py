@@ -14,11 +14,11 @@ import numbers
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbert.preprocessing.preprocessors import TokenizingPreprocessor
 from kerasbert.tokenizers.base import Tokenizer
 from kerasbert.utils.checks import check_int, show
+from kerasbert.utils.optional import tf
 
 # Special tokens around the two parts of a window: [CLS] Q [SEP] C [SEP]
 # and <s> Q </s></s> C </s>.

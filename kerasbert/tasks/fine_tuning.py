@@ -11,7 +11,6 @@ import weakref
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbert.distribution import data_parallel_replicas
 from kerasbert.readers import TextData, TokenData
@@ -43,6 +42,7 @@ from kerasbert.tasks.task import (  # noqa: F401 (TASK_FILE, TASK_WEIGHTS_FILE, 
 )
 from kerasbert.utils.features import check_features
 from kerasbert.utils.io import read_json
+from kerasbert.utils.optional import is_dataset, is_tensor, tf
 
 # task -> {(documents, jit_compile): its packed predictor}
 _PACKED_PREDICTORS = weakref.WeakKeyDictionary()
@@ -109,7 +109,7 @@ def check_labels(num_classes, labels, example):
 
 
 # What `fit`, `evaluate` and `predict` take as raw examples, other than text.
-_RAW_TYPES = (str, bytes, list, tuple, set, frozenset, np.ndarray, tf.Tensor, tf.RaggedTensor, numbers.Number)
+_RAW_TYPES = (str, bytes, list, tuple, set, frozenset, np.ndarray, numbers.Number)  # and TensorFlow tensors
 
 
 def _dataset_steps(dataset):
@@ -259,7 +259,7 @@ class FineTuningTask(Task):
         """Whether `x` holds raw examples for the preprocessor (checked by
         `check_examples`) rather than packed features or another Keras
         input; raw examples without a preprocessor are a TypeError."""
-        if x is not None and not isinstance(x, _RAW_TYPES):
+        if x is not None and not isinstance(x, _RAW_TYPES) and not is_tensor(x):
             return False
         if self.preprocessor is None:
             raise TypeError(
@@ -286,7 +286,7 @@ class FineTuningTask(Task):
         weights checked; `needs_y`: targets required) or a dataset of them;
         None for other inputs (packed features), which Keras takes."""
         x, y = self._examples_and_targets(x, y, names)
-        if isinstance(x, tf.data.Dataset):
+        if is_dataset(x):
             if self.preprocessor is None:
                 return None
             check_text_dataset(x, names[0])
@@ -322,7 +322,7 @@ class FineTuningTask(Task):
         into rows (`kerasbert.tasks.packed_training`): for `fit` and
         `evaluate` of a task with one output per example, where the model is
         compiled per input shape."""
-        return (not isinstance(x, tf.data.Dataset) and y is not None and not keep_order
+        return (not is_dataset(x) and y is not None and not keep_order
                 and self._padded_shapes() is not None and self._packs_predictions())
 
     def _padded_shapes(self):
@@ -337,7 +337,7 @@ class FineTuningTask(Task):
         epochs = checked_count(epochs, "epochs")
         if isinstance(validation_data, (TextData, TokenData)):
             validation_data = (validation_data, None)
-        if validation_data is not None and not isinstance(validation_data, tf.data.Dataset) and (
+        if validation_data is not None and not is_dataset(validation_data) and (
                 not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3)):
             raise ValueError("validation_data must be (x, y), (x, y, sample_weight), a tf.data.Dataset or the "
                              f"data of a reader (read_glue_tsv, read_conll); got {show(validation_data)}.")
@@ -345,17 +345,17 @@ class FineTuningTask(Task):
                              needs_y=True)
         if dataset is not None:
             x, y, sample_weight, batch_size = dataset, None, None, None
-        if validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
+        if validation_data is not None and not is_dataset(validation_data):
             validation = self._feed(*validation_data, batch_size=None, replicas=data_parallel_replicas(),
                                     cut_partial_batch=False, needs_y=True,
                                     names=tuple(f"validation_data[{i}]" for i in range(3)))
             validation_data = validation if validation is not None else validation_data
-        elif isinstance(validation_data, tf.data.Dataset):
+        elif is_dataset(validation_data):
             validation_data = self._feed(validation_data, names=("validation_data",) * 3) or validation_data
         if getattr(self, "_recipe", None) is not None:
-            steps = steps_per_epoch or (_dataset_steps(x) if isinstance(x, (tf.data.Dataset, keras.utils.PyDataset))
+            steps = steps_per_epoch or (_dataset_steps(x) if (is_dataset(x) or isinstance(x, keras.utils.PyDataset))
                                         else None)
-            if steps is None and x is not None and not isinstance(x, tf.data.Dataset):
+            if steps is None and x is not None and not is_dataset(x):
                 count = len(x[next(iter(x))]) if isinstance(x, dict) else len(x)
                 steps = -(-count // (batch_size or 32))
             self._compile_recipe(None if steps is None else steps * epochs - kwargs.get("initial_epoch", 0) * steps)
@@ -385,9 +385,9 @@ class FineTuningTask(Task):
         classifier's, an embedder's) predicts instead on rows that pack
         several examples each, in one or two shapes
         (`kerasbert.tasks.packed_prediction`)."""
-        if not isinstance(x, tf.data.Dataset) and not self._raw(x) or self.preprocessor is None:
+        if not is_dataset(x) and not self._raw(x) or self.preprocessor is None:
             return super().predict(x, batch_size=batch_size, **kwargs)
-        if isinstance(x, tf.data.Dataset):
+        if is_dataset(x):
             return self.predict_batches(self._feed(x, batch_size=batch_size, keep_order=True))
         first = x[0] if isinstance(x, tuple) else x
         if not isinstance(first, (tf.Tensor, tf.RaggedTensor)) and len(first) <= checked_batch_size(batch_size):
@@ -420,7 +420,7 @@ class FineTuningTask(Task):
         concatenated; outputs per token are padded with zeros to the
         preprocessor's `sequence_length` first."""
         width = self.preprocessor.sequence_length
-        if isinstance(dataset, tf.data.Dataset):
+        if is_dataset(dataset):
             dataset = checked_dataset(dataset, self._input_encoder(), tuple(self.input))
             self._trace_for_any_length(dataset.element_spec)
             batches = dataset.as_numpy_iterator()

@@ -25,16 +25,6 @@ import re
 import weakref
 
 import numpy as np
-import tensorflow as tf
-
-# tf.data traces the functions it maps through AutoGraph, which rewrote this
-# package's Python source on every new pipeline: 1.5 s of the 1.75 s trace of
-# a packing map. No kerasbert function branches on tensors in Python, so every
-# function kerasbert gives tf.data is traced as written (`do_not_convert`),
-# and with it what it calls: a preprocessor subclass's methods too, as Keras
-# already traces every layer's `call` (write tensor-dependent branches there
-# with `tf.cond`).
-from tensorflow.autograph.experimental import do_not_convert
 
 from kerasbert.distribution import check_global_batch
 from kerasbert.utils.checks import show
@@ -45,6 +35,15 @@ from kerasbert.utils.features import (
     indexed,
     plain,
 )
+
+# tf.data traces the functions it maps through AutoGraph, which rewrote this
+# package's Python source on every new pipeline: 1.5 s of the 1.75 s trace of
+# a packing map. No kerasbert function branches on tensors in Python, so every
+# function kerasbert gives tf.data is traced as written (`do_not_convert`),
+# and with it what it calls: a preprocessor subclass's methods too, as Keras
+# already traces every layer's `call` (write tensor-dependent branches there
+# with `tf.cond`).
+from kerasbert.utils.optional import do_not_convert, is_dataset, is_ragged, is_tensor, tf
 
 DEFAULT_BOUNDARIES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 # Batches regrouped by length at a time (see `make_dataset`).
@@ -276,8 +275,8 @@ def make_dataset(preprocessor, x, y=None, sample_weight=None, *, batch_size=32, 
     """
     batch_size = checked_batch_size(batch_size)
     check_global_batch(batch_size, replicas)
-    batched, in_memory = False, not isinstance(x, tf.data.Dataset)
-    if isinstance(x, tf.data.Dataset):
+    batched, in_memory = False, not is_dataset(x)
+    if is_dataset(x):
         if y is not None or sample_weight is not None:
             raise ValueError("y and sample_weight must be None when x is a tf.data.Dataset; put them in its elements.")
         batched, dataset = not _is_unbatched(x), x
@@ -603,17 +602,15 @@ def check_examples(x, name="x", word_lists=False, pairs=True, datasets=True):
         return
     if x is None:
         raise ValueError(f"{name} is None; give {accepted}" + (" (or a tf.data.Dataset)." if datasets else "."))
-    rank = x.ndim if isinstance(x, np.ndarray) else x.shape.rank if isinstance(x, (tf.Tensor, tf.RaggedTensor)) \
-        else None
+    rank = x.ndim if isinstance(x, np.ndarray) else x.shape.rank if is_tensor(x) else None
     if isinstance(x, (str, bytes)) or rank == 0:
         raise TypeError(f"{name} must be a batch of examples, not a single string; wrap it: [{name}]. "
                         f"Got {show(x)}.")
-    if not isinstance(x, (list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)):
+    if not (isinstance(x, (list, tuple, np.ndarray)) or is_tensor(x)):
         hint = " (a set has no order: make it a list)" if isinstance(x, (set, frozenset)) else ""
         raise TypeError(f"{name} must be {accepted}; got {type(x).__name__} {show(x)}{hint}.")
     dtype = getattr(x, "dtype", None)
-    if isinstance(x, np.ndarray) and dtype.kind not in "USO" or isinstance(x, (tf.Tensor, tf.RaggedTensor)) \
-            and dtype != tf.string:
+    if isinstance(x, np.ndarray) and dtype.kind not in "USO" or is_tensor(x) and dtype != tf.string:
         raise TypeError(f"{name} must hold text ({accepted}); got an array of {dtype.name}. Packed features "
                         "go in a dict (token_ids, padding_mask, ...).")
     if rank is not None and not (rank == 1 or word_lists and rank == 2):
@@ -673,16 +670,16 @@ class Targets:
 def _rows(value, name, accepted):
     """Per-example rows of a ragged `value` (a list of lists, an object
     array, a ragged tensor) -> (flat values, the (row, column) of each)."""
-    if isinstance(value, tf.RaggedTensor):
+    if is_ragged(value):
         value = value.to_list()
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
         raise TypeError(f"{name} must hold one list of {accepted} per example; got {type(value).__name__} "
                         f"{show(value)}.")
     flat, where = [], []
     for i, row in enumerate(value):
-        if isinstance(row, (str, bytes)) or not isinstance(row, (list, tuple, np.ndarray, tf.Tensor)):
+        if isinstance(row, (str, bytes)) or not (isinstance(row, (list, tuple, np.ndarray)) or is_tensor(row)):
             raise TypeError(f"{name}[{i}] must be a list of {accepted}, one per word; got {show(row)}.")
-        row = list(np.asarray(row).tolist() if isinstance(row, (np.ndarray, tf.Tensor)) else row)
+        row = list(np.asarray(row).tolist() if isinstance(row, np.ndarray) or is_tensor(row) else row)
         flat += row
         where += [(i, j) for j in range(len(row))]
     if any(isinstance(v, (list, tuple)) for v in flat):

@@ -1,13 +1,13 @@
 """Masked language modelling: logits at the masked positions only."""
 
 import keras
-import tensorflow as tf
 
 from kerasbert.layers.heads import MaskedLMHead
 from kerasbert.losses import SparseAccuracy, SparseCrossEntropy
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
 from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.task import EncoderAtPositions, Task, check_encoder, encoder_inputs, text_signature
+from kerasbert.utils.optional import tf
 
 
 def masked_lm_graph(encoder):

@@ -20,9 +20,9 @@ runs on fewer positions.
 """
 
 import numpy as np
-import tensorflow as tf
 
 from kerasbert.tasks.inputs import checked_batch_size, length_boundaries, rows_per_batch, tokenized_lengths
+from kerasbert.utils.optional import tf
 
 # Rows are at most this wide, except the rows of examples that are longer
 # (a second width): every token attends over its whole row (masked), so one

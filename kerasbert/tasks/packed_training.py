@@ -28,7 +28,6 @@ import weakref
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from kerasbert.distribution import check_global_batch
@@ -43,6 +42,7 @@ from kerasbert.tasks.inputs import (
 )
 from kerasbert.tasks.packed_prediction import PACKED_WIDTH, documents_per_row, pack_rows, place_rows
 from kerasbert.tasks.task import encoder_inputs
+from kerasbert.utils.optional import tf
 
 # The feature of a packed batch that says where each example is: `(examples,
 # 2)` int32, its row and its number in that row (1 for the row's first).

@@ -4,8 +4,6 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
-from tensorflow.autograph.experimental import do_not_convert
 
 from kerasbert.layers.dense import Dense
 from kerasbert.metrics import squad_scores
@@ -30,6 +28,7 @@ from kerasbert.tasks.inputs import (
 )
 from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
 from kerasbert.utils.features import SEQUENCE
+from kerasbert.utils.optional import do_not_convert, tf
 
 
 def _examples(examples, name="examples"):

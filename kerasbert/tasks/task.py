@@ -9,7 +9,6 @@ import warnings
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbert.distribution import StepByStep, spans_host_devices
 from kerasbert.encoder import Encoder
@@ -32,6 +31,7 @@ from kerasbert.utils.features import check_features, check_host_features
 from kerasbert.utils.hardware import cpu_multiplies_bfloat16
 from kerasbert.utils.integrity import check_recorded, digests
 from kerasbert.utils.io import read_json, read_safetensors, updating_directory, write_json, write_safetensors
+from kerasbert.utils.optional import is_dataset, is_tensor, tf
 from kerasbert.utils.registry import subclass_named
 
 TASK_FILE = "task.json"
@@ -261,10 +261,9 @@ class Task(keras.Model):
         with the checks in its pipeline. Other Keras inputs (generators,
         PyDatasets) pass unchecked."""
         encoder, input_names = self._input_encoder(), tuple(self.input)
-        if isinstance(x, tf.data.Dataset):
+        if is_dataset(x):
             return checked_dataset(x, encoder, input_names, self._targets()), y, sample_weight
-        if x is None or isinstance(x, (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor,
-                                       numbers.Number)):
+        if x is None or isinstance(x, (str, bytes, list, tuple, np.ndarray, numbers.Number)) or is_tensor(x):
             text = isinstance(x, (str, bytes)) or isinstance(x, (list, tuple)) and x and isinstance(x[0], str)
             hint = "; text goes through a preprocessor first (e.g. kerasbert.preprocessing." + (
                 "MaskedLMPreprocessor)" if "mask_positions" in input_names else "TextPreprocessor)") if text else ""
@@ -290,7 +289,7 @@ class Task(keras.Model):
     def _checked_validation(self, validation_data):
         if validation_data is None:
             return None
-        if isinstance(validation_data, tf.data.Dataset):
+        if is_dataset(validation_data):
             return self._checked_data(validation_data)[0]
         if isinstance(validation_data, keras.utils.PyDataset):  # e.g. a fine-tuning task's packed batches
             return validation_data

@@ -1,7 +1,6 @@
 """Sentence and sentence-pair classification (and regression)."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from kerasbert.layers.dropout import Dropout
@@ -12,6 +11,7 @@ from kerasbert.readers import TextData
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels, named_targets
 from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.task import EncoderAtPositions, check_dropout, check_encoder, encoder_inputs, text_signature
+from kerasbert.utils.optional import tf
 
 # The head each family's transformers `...ForSequenceClassification` uses
 # on top of the first token: BERT and ALBERT the encoder's tanh pooler;

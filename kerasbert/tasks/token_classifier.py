@@ -7,7 +7,6 @@ import unicodedata
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from kerasbert.layers.crf import CRF, bio_transition_mask
@@ -20,6 +19,7 @@ from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels, named_targ
 from kerasbert.tasks.inputs import Targets, check_examples, select_inputs
 from kerasbert.tasks.task import check_dropout, check_encoder, encoder_inputs, text_signature
 from kerasbert.utils.checks import show
+from kerasbert.utils.optional import tf
 from kerasbert.utils.ragged import row_ids
 
 # Punctuation as BERT's pre-tokenizer splits it off words (Unicode's P*

@@ -5,10 +5,10 @@ import os
 import re
 
 import numpy as np
-import tensorflow as tf
 
 from kerasbert.tokenizers.files import tokenizer_arguments
 from kerasbert.utils.checks import check_id, check_string, show, token_ids
+from kerasbert.utils.optional import tf
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 from kerasbert.utils.ragged import add_to_rows, concat_rows, join_rows, row_ids
 from kerasbert.utils.registry import subclass_named
@@ -56,7 +56,7 @@ def to_string_tensor(inputs, name="inputs"):
     return tf.constant([_encode(item) for item in inputs], tf.string, shape=[len(inputs)]), False
 
 
-def utf8_length(code_points, dtype=tf.int32):
+def utf8_length(code_points, dtype="int32"):
     """(n,) code points -> (n,) UTF-8 byte counts of `dtype`."""
     return 1 + sum(tf.cast(code_points >= first, dtype) for first in (0x80, 0x800, 0x10000))
 

@@ -8,12 +8,12 @@ import warnings
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbert.tokenizers.base import Tokenizer, regex_split_with_offsets, utf8_length
 from kerasbert.tokenizers.files import write_byte_pair_files
 from kerasbert.tokenizers.unicode import _range_classes
 from kerasbert.utils.checks import check_bool, check_file, is_int, show
+from kerasbert.utils.optional import tf
 from kerasbert.utils.ragged import concat_rows, row_ids, row_positions
 
 _TABLES = os.path.join(os.path.dirname(__file__), "data", "byte_level_unicode.npz")

@@ -7,12 +7,12 @@ import math
 import os
 
 import keras
-import tensorflow as tf
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
 from kerasbert.tokenizers.files import read_sentencepiece_model, write_sentencepiece_files
 from kerasbert.utils.checks import check_bool, check_file, check_number, check_string, show
+from kerasbert.utils.optional import tf
 from kerasbert.utils.ragged import row_ids
 
 _METASPACE = 0x2581  # "▁", SentencePiece's word-boundary mark

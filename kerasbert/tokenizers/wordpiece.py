@@ -5,13 +5,12 @@ import os
 import re
 
 import keras
-import tensorflow as tf
-import tensorflow_text as tf_text
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
 from kerasbert.tokenizers.files import write_wordpiece_files
 from kerasbert.utils.checks import check_bool, check_file, check_int, check_string, show
+from kerasbert.utils.optional import tf, tf_text
 from kerasbert.utils.ragged import join_rows, row_ids, row_positions, splits_of_rows
 
 _WORD_KEY = 2**32  # word index * _WORD_KEY + byte offset: one sortable key

@@ -13,7 +13,8 @@ import numbers
 import os
 
 import numpy as np
-import tensorflow as tf
+
+from kerasbert.utils.optional import is_ragged, is_tensor, tf
 
 INT32_MAX = 2**31 - 1  # token ids and lengths are int32 tensors
 
@@ -21,8 +22,8 @@ INT32_MAX = 2**31 - 1  # token ids and lengths are int32 tensors
 def show(value, limit=80):
     """`repr(value)`, abbreviated to about `limit` characters; tensors and
     arrays as their type, dtype and shape."""
-    if isinstance(value, (tf.Tensor, tf.RaggedTensor, np.ndarray)):
-        kind = {tf.RaggedTensor: "ragged tensor", np.ndarray: "NumPy array"}.get(type(value), "tensor")
+    if isinstance(value, np.ndarray) or is_tensor(value):
+        kind = "NumPy array" if isinstance(value, np.ndarray) else "ragged tensor" if is_ragged(value) else "tensor"
         dtype = getattr(value.dtype, "name", value.dtype)
         return f"a {kind} of {dtype}, shape {tuple(value.shape)}"
     text = repr(value)

@@ -45,8 +45,8 @@ def prefer_onednn(environ=None, modules=None, machine=None):
     against 4 ms on torch, and all-MiniLM-L6-v2's forward took 15% longer
     than with oneDNN, whose remapper can fuse the product, the bias and the
     GELU into one kernel (docs/performance_history.md).
-    `kerasbert/__init__.py` calls this before it imports Keras; import
-    kerasbert before keras or tensorflow to get it, or set the variable
+    Call it (`kerasbert.prefer_onednn()`) before importing keras or
+    tensorflow, as the `kerasbert` command does, or set the variable
     yourself (`TF_ENABLE_ONEDNN_OPTS=0` keeps oneDNN off).
 
     >>> env = {}

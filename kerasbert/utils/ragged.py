@@ -1,6 +1,6 @@
 """Ragged-tensor helpers for the TensorFlow preprocessing graphs."""
 
-import tensorflow as tf
+from kerasbert.utils.optional import tf
 
 
 def row_ids(ragged):
@@ -113,7 +113,7 @@ def truncate_rows(ragged, lengths):
     )
 
 
-def column(value, rows, dtype=tf.int32):
+def column(value, rows, dtype="int32"):
     """`rows` rows of the one value: ragged `(rows, 1)`, int64 row splits.
 
     >>> column(7, 2).to_list()

@@ -1,4 +1,4 @@
-"""`kerasbert.finetuning.finetune`: the `kerasbert finetune` command as a
+"""`kerasbert.runs.finetuning.finetune`: the `kerasbert finetune` command as a
 function.
 
 From a standard fine-tuning file to a fine-tuned task preset: GLUE-style
@@ -34,16 +34,18 @@ import os
 import keras
 import numpy as np
 
+from kerasbert.runs.options import (  # noqa: F401 (re-exported)
+    BEST,
+    CLASSIFICATION_METRICS,
+    FINAL,
+    MINIMIZED,
+    NER_METRICS,
+    REGRESSION_METRICS,
+    SQUAD_METRICS,
+    TASKS,
+)
 from kerasbert.utils.io import replacing_directory, write_json
 
-TASKS = ("classification", "ner", "squad")
-# Validation metrics each task can select the best epoch by; the first is
-# the default. Those in _MINIMIZED are better when lower.
-CLASSIFICATION_METRICS = ("accuracy", "f1", "matthews_correlation", "loss")
-REGRESSION_METRICS = ("pearson", "spearman", "mean_squared_error")
-NER_METRICS = ("f1", "precision", "recall")
-SQUAD_METRICS = ("f1", "exact_match", "HasAns_f1", "HasAns_exact_match", "NoAns_f1", "NoAns_exact_match")
-_MINIMIZED = ("loss", "mean_squared_error")
 # Header names of the GLUE files, tried in order when text_columns /
 # label_column are not given.
 GLUE_TEXT_COLUMNS = (
@@ -56,7 +58,7 @@ GLUE_TEXT_COLUMNS = (
     ("text",),
 )
 GLUE_LABEL_COLUMNS = ("gold_label", "label", "Quality", "is_duplicate", "score")
-BEST, FINAL, RECORD_FILE = "best", "final", "finetuning.json"
+RECORD_FILE = "finetuning.json"
 
 
 @dataclasses.dataclass
@@ -371,7 +373,7 @@ class _EpochRecorder(keras.callbacks.Callback):
             return False
         if self.best_metric is None:
             return True
-        if self.settings["metric"] in _MINIMIZED:
+        if self.settings["metric"] in MINIMIZED:
             return value < self.best_metric
         return value > self.best_metric
 
@@ -511,7 +513,7 @@ def finetune(
     # The run's settings are its arguments, less where it is written and
     # the callbacks; run.json records them once resolved.
     settings = {name: value for name, value in locals().items() if name not in ("output", "callbacks")}
-    from kerasbert.pretraining import PRECISIONS, _check_precision_runs_here
+    from kerasbert.runs.pretraining import PRECISIONS, _check_precision_runs_here
 
     _check_choice("task", task, TASKS)
     _check_choice("precision", precision, PRECISIONS)

@@ -28,12 +28,10 @@ import keras
 
 from kerasbert import checkpointing
 from kerasbert.distribution import training_scope
+from kerasbert.runs.options import OBJECTIVES, OPTIMIZERS, PRECISIONS  # noqa: F401 (re-exported)
 from kerasbert.utils.hardware import xla_on_cpu
 from kerasbert.utils.io import read_json, write_json
 
-OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop", "electra")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-OPTIMIZERS = ("adamw", "lamb")
 ARCHITECTURE_FLAGS = ("num_layers", "hidden_dim", "num_heads", "intermediate_dim")
 # Settings that may change when a run is resumed.
 _RESUMABLE_CHANGES = ("steps", "resume", "verbose", "jit_compile", "keep_checkpoints", "distribution", "mesh")
