@@ -50,8 +50,8 @@ def test_modeling_without_tensorflow(tmp_path):
     np.savez(tmp_path / "reference.npz", **inputs, **hf_outputs(model, inputs))
 
     site = site_without_tensorflow(tmp_path / "site")
-    code = (f"import site, sys; site.addsitedir({str(site)!r}); sys.path.insert(0, {ROOT!r}); "
-            f"sys.argv = [{WORKER!r}, {str(tmp_path)!r}]; exec(open({WORKER!r}).read())")
+    code = (f"import runpy, site, sys; site.addsitedir({str(site)!r}); sys.path.insert(0, {ROOT!r}); "
+            f"sys.argv = [{WORKER!r}, {str(tmp_path)!r}]; runpy.run_path({WORKER!r}, run_name='__main__')")
     env = {**os.environ, "KERAS_BACKEND": keras.backend.backend(), "PYTHONPATH": ""}
     result = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True,
                             timeout=600)
