@@ -22,7 +22,7 @@ transformers runs once, on torch. Model loading is never timed.
   own kernels), sorted by length, each batch padded to its longest row,
   batches of short rows holding more than 32 of them, up to 2,048 padded
   positions; under XLA on JAX, rows that pack several snippets each, 2,048
-  positions a batch, one shape: `kerasbert.tasks.packed_prediction`).
+  positions a batch, one shape: `kerasbert.preprocessing.packed_rows`).
 * `keras_hub`: `keras_hub.models.BertTextClassifier.from_preset(<the
   checkpoint directory>, num_classes=2)` with a
   `BertTextClassifierPreprocessor` at `sequence_length=128` (it pads every
@@ -45,7 +45,7 @@ What each number means:
   after 2 untimed warm-up calls on snippets 0 and 1. kerasbert and KerasHub:
   `model.predict([text], verbose=0)`; KerasHub's builds a `tf.data`
   pipeline per call, kerasbert's packs a batch this small directly
-  (`kerasbert.tasks.inputs.pack_batch`: eagerly the first time, then
+  (`kerasbert.preprocessing.datasets.pack_batch`: eagerly the first time, then
   through a traced function, so the warm-up calls trace it);
   transformers: tokenizer + forward.
 * **batch-1 latency, predict_on_batch**: the same strings through the
@@ -135,10 +135,10 @@ def _time_keras(model, texts, calls, on_batch):
 
 
 def run_kerasbert(texts, args):
-    import kerasbert  # first: TensorFlow's oneDNN kernels on x86 (kerasbert.utils.hardware)
     import keras
 
-    from kerasbert.tasks.inputs import pack_batch
+    import kerasbert  # first: TensorFlow's oneDNN kernels on x86 (kerasbert.utils.hardware)
+    from kerasbert.preprocessing.datasets import pack_batch
 
     keras.utils.set_random_seed(args.seed)
     model = kerasbert.TextClassifier.from_preset("all_minilm_l6_v2", num_classes=2, sequence_length=MAX_TOKENS)

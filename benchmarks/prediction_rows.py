@@ -1,6 +1,6 @@
 """A/B of `predict`'s two batchings in one process: sorted batches padded to
 a few fitted lengths against packed rows (several examples a row, one
-shape; `kerasbert.tasks.packed_prediction`), alternating, on the fine-tuning
+shape; `kerasbert.preprocessing.packed_rows`), alternating, on the fine-tuning
 benchmark's test snippets with MiniLM's classifier (a fresh, seeded head).
 
     KERAS_BACKEND=jax .venv/bin/python benchmarks/prediction_rows.py [--rounds 4]

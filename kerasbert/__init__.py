@@ -1,11 +1,12 @@
 """kerasbert: one Keras 3 encoder for BERT, ALBERT, RoBERTa and ELECTRA.
 
-`import kerasbert` imports no framework and changes no setting: the first
-read of a public name (`kerasbert.Encoder`, `kerasbert.tasks`, ...)
-imports the library with Keras, registering its classes for
-`keras.models.load_model`. So the `kerasbert` command answers `--help` at
-once, and `kerasbert.prefer_onednn()` can run before Keras imports
-TensorFlow.
+`import kerasbert` changes no setting. Where Keras is imported already
+(`import keras` first, as isort orders them), it imports the library at
+once, registering its classes for `keras.models.load_model`. Otherwise it
+imports no framework, and the first read of a public name
+(`kerasbert.Encoder`, `kerasbert.tasks`, ...) imports the library: so the
+`kerasbert` command answers `--help` at once, and
+`kerasbert.prefer_onednn()` can run before Keras imports TensorFlow.
 
 Examples:
 >>> import kerasbert
@@ -13,6 +14,8 @@ Examples:
 >>> encoder.count_params()
 4385920
 """
+
+import sys
 
 from kerasbert.utils.hardware import prefer_onednn
 
@@ -93,3 +96,7 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__))
+
+
+if "keras" in sys.modules:
+    _import_library()

@@ -21,9 +21,9 @@ import numpy as np
 
 from kerasbert.utils.integrity import check_recorded, digests
 from kerasbert.utils.io import (
-    atomic_directory,
     read_json,
     read_safetensors,
+    staged_directory,
     write_json,
     write_safetensors,
 )
@@ -68,7 +68,7 @@ def save_checkpoint(directory, model, step, history):
     states = _states(model)
     tensors = {key: np.asarray(v.numpy()) for key, v in states}
     tensors.update(_global_random_state())
-    with atomic_directory(path) as tmp:
+    with staged_directory(path, first_writer_wins=True) as tmp:
         write_safetensors(os.path.join(tmp, STATE_FILE), tensors)
         write_json(os.path.join(tmp, INFO_FILE), {
             "step": step,

@@ -1,7 +1,5 @@
 """The one encoder: BERT, ALBERT, RoBERTa and ELECTRA are presets of it."""
 
-import numbers
-
 import keras
 from keras import ops
 
@@ -12,37 +10,19 @@ from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.embeddings import PositionEmbedding
 from kerasbert.layers.initializers import TruncatedNormal, clone_initializer
 from kerasbert.layers.transformer_block import TransformerBlock
+from kerasbert.utils.checks import check_bool, check_choice, check_int, check_number
 from kerasbert.utils.features import check_host_features
 from kerasbert.utils.preset_files import write_preset
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"{name} must be an integer >= {minimum}; got {value!r} "
-            f"({type(value).__name__})."
-        )
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}.")
-
-
-def _check_rate(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a float in [0, 1); got {value!r}.")
-    if not 0.0 <= value < 1.0:
-        raise ValueError(f"{name} must be a float in [0, 1); got {value}.")
 
 
 def _validate_config(c):
     for name in ("vocabulary_size", "num_layers", "num_heads", "hidden_dim",
                  "intermediate_dim", "max_sequence_length", "num_inner_layers"):
-        _check_int(name, c[name], 1)
+        check_int(name, c[name], 1)
     for name in ("num_segments", "position_offset"):
-        _check_int(name, c[name], 0)
-    if c["embedding_dim"] is not None:
-        _check_int("embedding_dim", c["embedding_dim"], 1)
-    if c["num_layer_groups"] is not None:
-        _check_int("num_layer_groups", c["num_layer_groups"], 1)
+        check_int(name, c[name], 0)
+    check_int("embedding_dim", c["embedding_dim"], 1, allow_none=True)
+    if check_int("num_layer_groups", c["num_layer_groups"], 1, allow_none=True) is not None:
         if c["num_layer_groups"] > c["num_layers"]:
             raise ValueError(
                 f"num_layer_groups={c['num_layer_groups']} cannot exceed "
@@ -55,19 +35,11 @@ def _validate_config(c):
             f"num_heads={c['num_heads']} (each head gets hidden_dim / "
             "num_heads dimensions)."
         )
-    _check_rate("dropout", c["dropout"])
-    if c["attention_dropout"] is not None:
-        _check_rate("attention_dropout", c["attention_dropout"])
-    if c["activation"] not in ACTIVATIONS:
-        raise ValueError(
-            f"activation={c['activation']!r} is not supported; expected one "
-            f"of {sorted(ACTIVATIONS)}."
-        )
-    eps = c["layer_norm_epsilon"]
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not eps > 0:
-        raise ValueError(f"layer_norm_epsilon must be a float > 0; got {eps!r}.")
-    if not isinstance(c["pooler"], bool):
-        raise TypeError(f"pooler must be True or False; got {c['pooler']!r}.")
+    check_number("dropout", c["dropout"], 0, 1, high_open=True)
+    check_number("attention_dropout", c["attention_dropout"], 0, 1, high_open=True, allow_none=True)
+    check_choice("activation", c["activation"], sorted(ACTIVATIONS))
+    check_number("layer_norm_epsilon", c["layer_norm_epsilon"], 0, low_open=True)
+    check_bool("pooler", c["pooler"])
 
 
 def document_attention_mask(padding_mask):

@@ -23,14 +23,14 @@ import json
 import os
 import shutil
 
-from kerasbert.convert import huggingface
+from kerasbert.convert.weights import is_huggingface_directory, load_huggingface_encoder
 from kerasbert.layers.initializers import placeholder_weights
-from kerasbert.utils.checks import show
+from kerasbert.utils.checks import abbreviated
 from kerasbert.utils.integrity import check_recorded
 from kerasbert.utils.io import (
-    atomic_directory,
     read_json,
     read_safetensors,
+    staged_directory,
 )
 from kerasbert.utils.preset_files import PRESET_FILE, TOKENIZER_FILES, WEIGHTS_FILE, write_encoder_files, write_preset
 
@@ -96,7 +96,7 @@ def _unknown_preset_message(name):
     close = difflib.get_close_matches(str(name)[:200], list_presets(), n=3)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
     return (
-        f"preset={show(name)} is not a built-in preset, a directory, or an "
+        f"preset={abbreviated(name)} is not a built-in preset, a directory, or an "
         f"hf://org/name reference.{hint} Built-in presets: "
         f"{', '.join(list_presets())}."
     )
@@ -144,18 +144,18 @@ def from_preset(preset, load_weights=True, dtype=None):
             return Encoder(**_encoder_kwargs(spec, f"preset {preset}"), dtype=dtype)
         if preset.startswith("hf://"):
             directory = _download_huggingface(preset, patterns=("config.json",))
-            return huggingface.load_huggingface_encoder(directory, False, dtype)
+            return load_huggingface_encoder(directory, False, dtype)
     directory = preset_directory(preset)
     if os.path.isfile(os.path.join(directory, PRESET_FILE)):
         return _load_kerasbert_directory(directory, load_weights, dtype)
-    return huggingface.load_huggingface_encoder(directory, load_weights, dtype)
+    return load_huggingface_encoder(directory, load_weights, dtype)
 
 
 def _check_reference(preset):
     if not isinstance(preset, (str, os.PathLike)) or isinstance(preset, bytes):
         raise TypeError(
             f"preset must be a preset name, a directory path or an "
-            f"'hf://org/name' string; got {type(preset).__name__}: {show(preset)}."
+            f"'hf://org/name' string; got {type(preset).__name__}: {abbreviated(preset)}."
         )
     return os.fspath(preset)
 
@@ -172,7 +172,7 @@ def preset_directory(preset):
     if preset.startswith("hf://"):
         return _download_huggingface(preset)
     if os.path.isdir(preset):
-        if os.path.isfile(os.path.join(preset, PRESET_FILE)) or huggingface.is_huggingface_directory(preset):
+        if os.path.isfile(os.path.join(preset, PRESET_FILE)) or is_huggingface_directory(preset):
             return preset
         found = sorted(os.listdir(preset))[:10]
         raise ValueError(
@@ -193,7 +193,7 @@ def huggingface_checkpoint_directory(preset):
     """The Hugging Face checkpoint directory `preset` resolves to (a local
     directory or `hf://org/name`), or None for a kerasbert preset."""
     directory = preset_directory(preset)
-    if os.path.isfile(os.path.join(directory, PRESET_FILE)) or not huggingface.is_huggingface_directory(directory):
+    if os.path.isfile(os.path.join(directory, PRESET_FILE)) or not is_huggingface_directory(directory):
         return None
     return directory
 
@@ -278,10 +278,10 @@ def _cached_builtin(name):
     cached = os.path.join(cache_root(), "presets", name)
     if not os.path.isfile(os.path.join(cached, PRESET_FILE)):
         source = _fetch_builtin_source(name, spec)
-        with atomic_directory(cached) as tmp:
-            encoder = huggingface.load_huggingface_encoder(source)
+        with staged_directory(cached, first_writer_wins=True) as tmp:
+            encoder = load_huggingface_encoder(source)
             _check_matches_spec(encoder, spec, name)
-            _copy_tokenizer_files(source, tmp)  # before preset.json, which records them
+            copy_tokenizer_files(source, tmp)  # before preset.json, which records them
             write_encoder_files(encoder, tmp, name, spec)
     return cached
 
@@ -313,7 +313,7 @@ def _fetch_builtin_source(name, spec):
         found = importlib.util.find_spec(package["module"])
         if found is not None and found.submodule_search_locations:
             directory = os.path.join(found.submodule_search_locations[0], package["path"])
-            if huggingface.is_huggingface_directory(directory):
+            if is_huggingface_directory(directory):
                 return directory
     repo = weights.get("huggingface")
     try:
@@ -368,7 +368,7 @@ def _has_weights(directory):
     )
 
 
-def _copy_tokenizer_files(source, destination):
+def copy_tokenizer_files(source, destination):
     for name in TOKENIZER_FILES:
         path = os.path.join(source, name)
         if os.path.isfile(path):

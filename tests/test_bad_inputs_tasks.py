@@ -2,7 +2,7 @@
 command: a correct result, or a ValueError/TypeError whose message names
 the argument; never a framework error (TensorFlow's gathers raise on CPU),
 a silent clamp or NaN (JAX), a crash or a hang. The checks live in
-`kerasbert.tasks.inputs`; without them every case below fails differently
+`kerasbert.utils.examples`; without them every case below fails differently
 on each backend. Tiny one-layer tasks over the MiniLM vocabulary, built
 once per module; most cases fail before the model runs."""
 
@@ -305,10 +305,11 @@ def test_counts_are_positive_integers(tasks, entry, argument, value):
     data = {"classifier": (TEXTS, np.zeros(3, "int32")),
             "masked_lm": ({k: v for k, v in features().items() if k in model.input}, np.ones((2, 2), "int32")),
             "answerer": ([SquadExample("1", "t", "Who?", CONTEXT, (Answer("Ada Lovelace", 0),))], None)}[entry]
-    raises(ValueError, rf"{argument} must be a positive integer; got {value!r}",
+    error = ValueError if type(value) is int else TypeError  # a wrong type, or a count below 1
+    raises(error, rf"{argument} must be a positive integer; got {value!r}",
            lambda: model.fit(*data, **{argument: value}, verbose=0))
     if argument == "batch_size" and entry != "answerer":
-        raises(ValueError, r"batch_size must be a positive integer", lambda: model.predict(data[0], batch_size=value))
+        raises(error, r"batch_size must be a positive integer", lambda: model.predict(data[0], batch_size=value))
 
 
 # -- task-specific entry points ----------------------------------------------------------------
@@ -328,7 +329,7 @@ def test_question_answerer_says_what_it_takes(tasks):
 
 @pytest.mark.parametrize(("options", "error", "pattern"), [
     (dict(top_k=0), ValueError, r"top_k must be an integer in \[1, 30522\]; got 0"),
-    (dict(top_k="3"), ValueError, r"top_k must be an integer"),
+    (dict(top_k="3"), TypeError, r"top_k must be an integer"),
     (dict(sequence_length=100), ValueError, r"sequence_length must be an integer in \[3, 32\]; got 100"),
     (dict(model="classifier"), TypeError, r"model must be a MaskedLM, a BertPretrainer or an ElectraPretrainer"),
     (dict(tokenizer=None), TypeError, r"tokenizer must be a kerasbert Tokenizer"),

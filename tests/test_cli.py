@@ -174,13 +174,13 @@ def test_predict_prints_a_json_line_per_text(presets, tmp_path, capsys):
 def test_pairs_are_read_two_by_two_or_tab_separated(tmp_path):
     """--pairs without running a model (a pair's prediction is the task's
     own business): TEXT arguments two by two, or a tab in each line."""
-    from kerasbert.cli import _read_texts
+    from kerasbert.cli.common import read_texts
 
     source = tmp_path / "pairs.tsv"
     source.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS[:2]) + "\n" + "\t".join(PAIRS[2]))
     expected = ([a for a, _ in PAIRS], [b for _, b in PAIRS])
-    from_file = _read_texts(argparse.Namespace(texts=[], file=str(source)), pairs=True)
-    from_arguments = _read_texts(argparse.Namespace(texts=[t for pair in PAIRS for t in pair], file=None), pairs=True)
+    from_file = read_texts(argparse.Namespace(texts=[], file=str(source)), pairs=True)
+    from_arguments = read_texts(argparse.Namespace(texts=[t for pair in PAIRS for t in pair], file=None), pairs=True)
     assert from_file == from_arguments == expected
 
 

@@ -250,10 +250,10 @@ DOCUMENTS = tf.data.Dataset.from_tensor_slices(tf.ragged.constant([[5, 6]]))
         (tf.data.Dataset.from_tensor_slices([[0.5]]), {}, ValueError, ["element_spec", "float"]),
         (DOCUMENTS, {"sequence_length": 2, "start_id": 1, "end_id": 2}, ValueError, ["sequence_length", ">= 3", "2"]),
         (DOCUMENTS, {"sequence_length": 0}, ValueError, ["sequence_length", "0"]),
-        (DOCUMENTS, {"sequence_length": 8.0}, ValueError, ["sequence_length", "8.0"]),
+        (DOCUMENTS, {"sequence_length": 8.0}, TypeError, ["sequence_length", "8.0"]),
         (DOCUMENTS, {"start_id": -1}, ValueError, ["start_id", "-1"]),
-        (DOCUMENTS, {"end_id": "[SEP]"}, ValueError, ["end_id", "'[SEP]'"]),
-        (DOCUMENTS, {"pad_id": None}, ValueError, ["pad_id", "None"]),
+        (DOCUMENTS, {"end_id": "[SEP]"}, TypeError, ["end_id", "'[SEP]'"]),
+        (DOCUMENTS, {"pad_id": None}, TypeError, ["pad_id", "None"]),
         (DOCUMENTS, {"long_documents": "drop"}, ValueError, ["long_documents='drop'", "truncate"]),
     ],
 )

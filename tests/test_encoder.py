@@ -52,6 +52,17 @@ def test_keras_file_round_trip(family_encoder, tmp_path):
     assert_outputs_close(run(loaded, inputs), run(family_encoder, inputs), atol=1e-6)
 
 
+def test_a_fresh_process_loads_a_keras_file_after_importing_keras_and_kerasbert(tmp_path):
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "encoder.keras")
+    tiny_encoder().save(path)
+    probe = f"import keras\nimport kerasbert\nprint(type(keras.saving.load_model({path!r})).__name__)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.split()[-1] == "Encoder", done.stderr[-2000:]
+
+
 def test_preset_directory_round_trip(family_encoder, tmp_path):
     family_encoder.save_to_preset(tmp_path / "preset", description="a test")
     assert sorted(p.name for p in (tmp_path / "preset").iterdir()) == [
@@ -212,7 +223,7 @@ def test_jax_on_a_cpu_attends_explicitly(monkeypatch):
         (dict(hidden_dim=10, num_heads=3), ValueError, ["hidden_dim=10", "num_heads=3"]),
         (dict(num_layer_groups=4, num_layers=3), ValueError, ["num_layer_groups=4", "num_layers=3"]),
         (dict(activation="gelu_new"), ValueError, ["activation='gelu_new'", "gelu_approximate"]),
-        (dict(num_layers=0), ValueError, ["num_layers", ">= 1"]),
+        (dict(num_layers=0), ValueError, ["num_layers", "positive integer"]),
         (dict(num_layers=2.0), TypeError, ["num_layers", "integer"]),
         (dict(vocabulary_size=True), TypeError, ["vocabulary_size"]),
         (dict(dropout=1.5), ValueError, ["dropout", "[0, 1)"]),

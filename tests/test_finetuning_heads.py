@@ -20,7 +20,7 @@ import keras
 from helpers import block_output_rows, encoder_inputs, hf_call, randomize_torch_model, tiny_encoder
 
 import kerasbert
-from kerasbert.convert.huggingface import to_huggingface
+from kerasbert.convert import to_huggingface
 
 COMMON = dict(
     vocab_size=101, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,

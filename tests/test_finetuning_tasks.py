@@ -82,7 +82,7 @@ def test_classifier_learns_raw_sentences_and_predicts_in_order(classifier, sst2)
 def test_predict_packs_a_few_examples_without_tf_data(classifier, sst2, monkeypatch):
     model, _ = classifier
     expected = model.predict(sst2.x, batch_size=2)  # more examples than a batch: a tf.data pipeline
-    monkeypatch.setattr(type(model), "_feed", lambda *a, **k: pytest.fail("built a tf.data pipeline"))
+    monkeypatch.setattr(type(model), "_batches_of", lambda *a, **k: pytest.fail("built a tf.data pipeline"))
     np.testing.assert_allclose(model.predict(sst2.x[:3]), expected[:3], atol=1e-5)
     np.testing.assert_allclose(model.predict(np.array(sst2.x[3:4])), expected[3:4], atol=1e-5)
     with pytest.raises(ValueError, match="no examples"):

@@ -22,7 +22,7 @@ from helpers import (
     randomize_torch_model,
     run,
 )
-from kerasbert.convert.huggingface import _normalise_names
+from kerasbert.convert.weights import _normalise_names
 
 COMMON = dict(
     vocab_size=97,

@@ -368,9 +368,9 @@ def test_pretraining_optimizer_defaults():
     ],
 )
 def test_bad_arguments_name_the_argument(make, argument):
-    with pytest.raises(ValueError, match=rf"`{argument}`.*Received") as error:
+    with pytest.raises((ValueError, TypeError), match=rf"^{argument}\b.*(; got |; expected one of)") as error:
         make()
-    assert f"{argument}=" in str(error.value)
+    assert error.value.args[0].endswith(".")
 
 
 @pytest.mark.parametrize("argument", ["exclude_from_weight_decay", "exclude_from_layer_adaptation"])

@@ -1,4 +1,4 @@
-"""Prediction on packed rows (kerasbert.tasks.packed_prediction): the row
+"""Prediction on packed rows (kerasbert.preprocessing.packed_rows): the row
 packing, the batches it builds, per-document pooling, and the tasks' packed
 outputs against what the same model predicts on one example per row; the
 same packing in the serving graph (`pack_in_graph`)."""
@@ -10,8 +10,9 @@ from helpers import rotten_tomatoes, tiny_task
 
 from kerasbert.layers import Pooling
 from kerasbert.preprocessing import TextPreprocessor
-from kerasbert.tasks import fine_tuning, packed_prediction
-from kerasbert.tasks.packed_prediction import pack_in_graph, pack_rows, packed_batches, packed_width
+from kerasbert.preprocessing.packed_rows import pack_in_graph, pack_rows, packed_batches, packed_width
+from kerasbert.preprocessing import datasets, packed_rows
+from kerasbert.tasks import fine_tuning
 
 
 def first_fit_decreasing(lengths, width):
@@ -71,10 +72,9 @@ def preprocessor(minilm_tokenizer):
 @pytest.mark.parametrize("chunk", [4096, 40])  # one chunk; several, packed again as the batches go
 @pytest.mark.parametrize("cap", [128, 24])  # one width; two (the examples past 24 tokens in wider rows)
 def test_packed_batches_place_every_example_whole_in_its_slot(preprocessor, texts, monkeypatch, pairs, chunk, cap):
-    from kerasbert.tasks import inputs
 
-    monkeypatch.setattr(inputs, "PACKING_CHUNK", chunk)
-    monkeypatch.setattr(packed_prediction, "PACKED_WIDTH", cap)
+    monkeypatch.setattr(datasets, "PACKING_CHUNK", chunk)
+    monkeypatch.setattr(packed_rows, "PACKED_WIDTH", cap)
     x = (texts[:150], texts[150:]) if pairs else texts
     checked = []
     batches, where, documents = packed_batches(preprocessor, x, batch_size=16, check=checked.append)
@@ -85,7 +85,7 @@ def test_packed_batches_place_every_example_whole_in_its_slot(preprocessor, text
     short = lengths <= cap
     widths = [packed_width(lengths[short].max(), 64)] + ([packed_width(lengths[~short].max(), 64)] if cap < 64 else [])
     assert (~short).any() == (cap < 64)
-    assert documents == min(widths[0], cap) // packed_prediction.DOCUMENT_TOKENS
+    assert documents == min(widths[0], cap) // packed_rows.DOCUMENT_TOKENS
     # One shape per width: one program each; a batch holds at least batch_size rows.
     assert {f["token_ids"].shape for f in batches} == {(max(16, 2048 // w), w) for w in widths}
     rows = [({k: f[k][r] for k in f}, b) for b, f in enumerate(batches) for r in range(len(f["token_ids"]))]
@@ -159,7 +159,7 @@ def test_predict_on_packed_rows_gives_each_example_its_own_outputs(preprocessor,
     # Packed rows, whatever the backend compiles (XLA packs them: below).
     monkeypatch.setattr(fine_tuning.FineTuningTask, "_padded_shapes", lambda self: 4)
     packed = []
-    spy = packed_prediction.packed_batches
+    spy = packed_rows.packed_batches
     monkeypatch.setattr(fine_tuning, "packed_batches", lambda *a, **k: packed.append(1) or spy(*a, **k))
     actual = model.predict(x, batch_size=8)
     assert packed, "predict did not pack its rows"
@@ -170,7 +170,7 @@ def test_predict_on_packed_rows_gives_each_example_its_own_outputs(preprocessor,
 def test_predict_packs_rows_where_xla_compiles_the_model(preprocessor, texts, monkeypatch):
     model = tiny_task("classifier", preprocessor, pooling="mean")
     packed = []
-    spy = packed_prediction.packed_batches
+    spy = packed_rows.packed_batches
     monkeypatch.setattr(fine_tuning, "packed_batches", lambda *a, **k: packed.append(1) or spy(*a, **k))
     model.compile(jit_compile=False)
     eager = model.predict(texts[:40])

@@ -9,15 +9,16 @@ from helpers import rotten_tomatoes, tiny_task
 # The first 300 snippets, and MiniLM's preprocessor padding to the longest row.
 from test_packed_prediction import PACKED_TASKS, preprocessor, texts  # noqa: F401 (fixtures)
 
-from kerasbert.tasks import fine_tuning, inputs, packed_training
-from kerasbert.tasks.packed_prediction import pack_rows
-from kerasbert.tasks.packed_training import (
+from kerasbert.preprocessing.packed_rows import (
     EXAMPLE_SLOTS,
-    ExampleOutputs,
     epoch_batches,
+    pack_rows,
     packed_layout,
     packed_training_batches,
 )
+from kerasbert.preprocessing import batching, datasets, packed_rows
+from kerasbert.tasks import fine_tuning
+from kerasbert.tasks.packed_training import ExampleOutputs
 
 NAMES = ("token_ids", "segment_ids", "padding_mask")
 
@@ -52,12 +53,12 @@ def test_packed_layout_holds_the_batches_in_few_row_counts(monkeypatch):
     lengths = np.random.default_rng(1).integers(3, 60, 2000)  # the longest 59 tokens
     width, counts = packed_layout(lengths, 32, False, np.random.default_rng(0))
     assert width in (64, 72, 80, 88) and counts[-1] == 32 and list(counts) == sorted(set(counts))
-    assert len(counts) - 1 <= inputs.COMPILED_SHAPES
+    assert len(counts) - 1 <= batching.COMPILED_SHAPES
     needed = [len(pack_rows(lengths[b], width, width // 4)) for b in epoch_batches(lengths, 32, False, None)[:-1]]
     assert max(needed) <= counts[-2]  # in order, every whole batch was counted
     padded = np.asarray(counts)[np.searchsorted(counts, needed)].sum() * width
     assert padded < 0.75 * 32 * len(needed) * 64  # against one example a row padded to the longest
-    monkeypatch.setattr(packed_training, "SHAPE_COST", 10**9)  # compilations cost more than any padding
+    monkeypatch.setattr(packed_rows, "SHAPE_COST", 10**9)  # compilations cost more than any padding
     assert len(packed_layout(lengths, 32, True, np.random.default_rng(0))[1]) == 2  # one count, and 32
 
 
@@ -65,7 +66,7 @@ def test_packed_layout_holds_the_batches_in_few_row_counts(monkeypatch):
 @pytest.mark.parametrize("chunk", [4096, 40])  # packed alone in one chunk, or several
 def test_packed_batches_hold_every_example_whole_with_its_target_and_weight(preprocessor, texts, monkeypatch, pairs,
                                                                            chunk):
-    monkeypatch.setattr(inputs, "PACKING_CHUNK", chunk)
+    monkeypatch.setattr(datasets, "PACKING_CHUNK", chunk)
     x = (texts[:150], texts[150:]) if pairs else texts
     count = 150 if pairs else 300
     ids, weights = np.arange(count), np.linspace(0.5, 2.0, count).astype("float32")  # y: each example's index
@@ -80,7 +81,7 @@ def test_packed_batches_hold_every_example_whole_with_its_target_and_weight(prep
         batches.on_epoch_end()  # as Keras calls it
     assert [b[1].tolist() for b in epochs[0]] != [b[1].tolist() for b in epochs[1]]  # reshuffled
     shapes = {f["token_ids"].shape for batches in epochs for f, _, _ in batches[:-1]}
-    assert len({width for _, width in shapes}) == 1 and len(shapes) <= 1 + inputs.COMPILED_SHAPES
+    assert len({width for _, width in shapes}) == 1 and len(shapes) <= 1 + batching.COMPILED_SHAPES
     for batches in epochs:
         assert sorted(np.concatenate([y for _, y, _ in batches]).tolist()) == list(range(count))
         for features, y, w in batches:
@@ -102,7 +103,7 @@ def test_packed_batches_hold_every_example_whole_with_its_target_and_weight(prep
 
 
 def test_examples_longer_than_packed_rows_are_not_packed(preprocessor, texts, monkeypatch):
-    monkeypatch.setattr(packed_training, "PACKED_WIDTH", 16)
+    monkeypatch.setattr(packed_rows, "PACKED_WIDTH", 16)
     tokenized = preprocessor.tokenize_examples(texts[:40])
     assert packed_training_batches(preprocessor, tokenized, np.zeros(40), input_names=NAMES) is None
 
@@ -160,7 +161,7 @@ def test_example_outputs_take_each_example_from_its_slot():
 
 def _spy(monkeypatch):
     calls = []
-    spy = packed_training.packed_training_batches
+    spy = packed_rows.packed_training_batches
 
     def packed(*args, **kwargs):
         batches = spy(*args, **kwargs)

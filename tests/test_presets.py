@@ -11,7 +11,7 @@ import transformers
 import kerasbert
 from helpers import encoder_inputs, minilm_directory, run, tiny_encoder
 from kerasbert import presets
-from kerasbert.convert.huggingface import huggingface_config
+from kerasbert.convert import huggingface_config
 
 REQUIRED = [
     "albert_base_en_v2", "albert_large_en_v2", "all_minilm_l6_v2",
@@ -94,7 +94,7 @@ def test_interrupted_conversion_leaves_no_cache(monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setenv("KERASBERT_HOME", os.path.join(presets.cache_root(), "crash"))
-    monkeypatch.setattr(presets, "_copy_tokenizer_files", crash)
+    monkeypatch.setattr(presets, "copy_tokenizer_files", crash)
     with pytest.raises(KeyboardInterrupt):
         kerasbert.from_preset("all_minilm_l6_v2")
     parent = os.path.join(presets.cache_root(), "presets")

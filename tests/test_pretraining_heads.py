@@ -17,7 +17,7 @@ import transformers
 from helpers import encoder_inputs, hf_call, randomize_torch_model
 
 import kerasbert
-from kerasbert.convert.huggingface import assign_head_weights, to_huggingface
+from kerasbert.convert import assign_head_weights, to_huggingface
 from kerasbert.utils.io import read_json
 
 COMMON = dict(

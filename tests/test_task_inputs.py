@@ -10,7 +10,8 @@ from helpers import rotten_tomatoes, tensorflow_pass_only
 
 import kerasbert
 from kerasbert.preprocessing import TextPreprocessor
-from kerasbert.tasks.inputs import SHAPE_COST, fitted_boundaries, make_dataset
+from kerasbert.preprocessing.batching import SHAPE_COST, fitted_boundaries
+from kerasbert.preprocessing.datasets import make_dataset
 
 # tf.data and NumPy: the same on every Keras backend, checked once.
 pytestmark = tensorflow_pass_only
@@ -77,7 +78,7 @@ def test_input_pipelines_trace_kerasbert_code_as_written(sentences, monkeypatch)
     # on tensors), so none of it is converted.
     from tensorflow.python.autograph.impl import api
 
-    from kerasbert.tasks.inputs import checked_dataset
+    from kerasbert.utils.examples import checked_dataset
 
     converted = []
     convert = api._convert_actual
@@ -101,15 +102,15 @@ def test_input_pipelines_trace_kerasbert_code_as_written(sentences, monkeypatch)
 @pytest.mark.parametrize("shapes, padded_to_sequence_length", [(None, False), (2, False), (2, True)])
 def test_sorted_batches_hold_every_example_packed_in_the_order_returned(sentences, monkeypatch, chunk, shapes,
                                                                         padded_to_sequence_length):
-    from kerasbert.tasks import inputs
+    from kerasbert.preprocessing import batching, datasets
 
-    monkeypatch.setattr(inputs, "PACKING_CHUNK", chunk)
-    monkeypatch.setattr(inputs, "PREDICT_POSITIONS", 2000)  # short rows: more than batch_size a batch
+    monkeypatch.setattr(datasets, "PACKING_CHUNK", chunk)
+    monkeypatch.setattr(batching, "PREDICT_POSITIONS", 2000)  # short rows: more than batch_size a batch
     _, texts, _ = sentences
     preprocessor = TextPreprocessor(sentences[0].tokenizer, sequence_length=64,
                                     pad_to_sequence_length=padded_to_sequence_length)
     checked = []
-    batches, order = inputs.sorted_batches(preprocessor, texts, batch_size=16, shapes=shapes,
+    batches, order = datasets.sorted_batches(preprocessor, texts, batch_size=16, shapes=shapes,
                                            input_names=("token_ids", "padding_mask"), check=checked.append)
     assert sum(len(f["token_ids"]) for f in checked) == len(texts)  # every example checked once, up front
     assert sorted(order[order >= 0]) == list(range(len(texts)))
@@ -146,7 +147,7 @@ def test_sorted_batches_hold_every_example_packed_in_the_order_returned(sentence
 
 
 def test_batch_plan_takes_the_most_rows_that_fit():
-    from kerasbert.tasks.inputs import PREDICT_POSITIONS, batch_plan
+    from kerasbert.preprocessing.batching import PREDICT_POSITIONS, batch_plan
 
     rng = np.random.default_rng(0)
     widths = np.sort(rng.integers(1, 300, size=500))
@@ -163,20 +164,20 @@ def test_batch_plan_takes_the_most_rows_that_fit():
 
 @pytest.mark.parametrize("shapes", [None, 2])
 def test_pack_batch_traced_after_the_first_batch_packs_as_the_eager_one(sentences, shapes):
-    from kerasbert.tasks import inputs
+    from kerasbert.preprocessing import batching, datasets
 
     tokenizer, texts = sentences[0].tokenizer, sentences[1]
     preprocessor = TextPreprocessor(tokenizer, sequence_length=64, pad_to_sequence_length=False)
     # Batches of other sizes and lengths: the first packed eagerly, the
     # others by the traced function (one retrace relaxes it to any shape).
     batches = [texts[:1], texts[5:8], texts[20:52], texts[:1]]
-    packed = [inputs.pack_batch(preprocessor, batch, shapes=shapes) for batch in batches]
-    assert all(f is not None for f in inputs._PACKING[preprocessor].values())  # traced ones ran
+    packed = [datasets.pack_batch(preprocessor, batch, shapes=shapes) for batch in batches]
+    assert all(f is not None for f in datasets._PACKING[preprocessor].values())  # traced ones ran
     np.testing.assert_array_equal(packed[0]["token_ids"].numpy(), packed[-1]["token_ids"].numpy())
     for batch, features in zip(batches, packed):
         reference = preprocessor(batch)  # padded to its longest row
         longest = reference["token_ids"].shape[1]
-        width = longest if shapes is None else min(b for b in inputs.length_boundaries(64) if b >= longest)
+        width = longest if shapes is None else min(b for b in batching.length_boundaries(64) if b >= longest)
         assert features["token_ids"].shape[1] == width
         for key in features:
             np.testing.assert_array_equal(features[key].numpy()[:, :longest], reference[key].numpy())
@@ -187,14 +188,14 @@ def test_pack_batch_keeps_no_preprocessor_alive(sentences):
     import gc
     import weakref
 
-    from kerasbert.tasks import inputs
+    from kerasbert.preprocessing import datasets
 
     def pack(texts):
         # In a frame of its own: tracing snapshots its caller's locals.
         preprocessor = TextPreprocessor(sentences[0].tokenizer, sequence_length=64, pad_to_sequence_length=False)
         for batch in (texts[:1], texts[5:8], texts[20:52]):  # eager, traced, retraced
-            inputs.pack_batch(preprocessor, batch)
-        assert inputs._PACKING[preprocessor]
+            datasets.pack_batch(preprocessor, batch)
+        assert datasets._PACKING[preprocessor]
         return weakref.ref(preprocessor)
 
     alive = pack(sentences[1])

@@ -1,15 +1,23 @@
-"""Checkpoint conversion between kerasbert and other libraries."""
+"""Checkpoint conversion between kerasbert and Hugging Face transformers:
+encoders, pretraining tasks and fine-tuning tasks, both ways.
 
-from kerasbert.convert.huggingface import (
-    encoder_config_from_huggingface,
-    huggingface_config,
-    load_huggingface_encoder,
-    to_huggingface,
-)
+- `configs`: `config.json` <-> `Encoder` arguments;
+- `weights`: the encoder's weight table, reading checkpoints;
+- `heads`: the heads' weight table;
+- `writer`: `to_huggingface`.
+"""
+
+from kerasbert.convert.configs import MODEL_TYPES, encoder_config_from_huggingface, huggingface_config
+from kerasbert.convert.heads import assign_head_weights
+from kerasbert.convert.weights import is_huggingface_directory, load_huggingface_encoder
+from kerasbert.convert.writer import to_huggingface
 
 __all__ = [
+    "MODEL_TYPES",
+    "assign_head_weights",
     "encoder_config_from_huggingface",
     "huggingface_config",
+    "is_huggingface_directory",
     "load_huggingface_encoder",
     "to_huggingface",
 ]

@@ -5,8 +5,8 @@ windows (SQuAD)."""
 
 from kerasbert.preprocessing.alignment import TokenClassificationPreprocessor
 from kerasbert.preprocessing.batching import bucket_by_length, padding_fraction
-from kerasbert.preprocessing.document_packing import pack_documents
 from kerasbert.preprocessing.masking import MaskedLMMasker
+from kerasbert.preprocessing.packed_rows import pack_documents
 from kerasbert.preprocessing.packer import Packer
 from kerasbert.preprocessing.preprocessors import MaskedLMPreprocessor, TextPreprocessor
 from kerasbert.preprocessing.pretraining_data import (

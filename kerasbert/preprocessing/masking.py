@@ -8,6 +8,7 @@ import numpy as np
 from kerasbert.tokenizers.base import Tokenizer
 from kerasbert.utils.checks import (
     INT32_MAX,
+    abbreviated,
     check_bool,
     check_id,
     check_id_values,
@@ -15,7 +16,6 @@ from kerasbert.utils.checks import (
     check_int,
     check_number,
     is_eager,
-    show,
 )
 from kerasbert.utils.optional import tf
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
@@ -26,22 +26,22 @@ def _dense_integers(name, values, allow_bool=False):
     array form -> a tf.Tensor of rank 2 (its values not yet cast)."""
     kinds = "integers or booleans" if allow_bool else "integer token ids"
     if isinstance(values, tf.RaggedTensor):
-        raise TypeError(f"{name} must be dense (batch, sequence), as a Packer gives it; got {show(values)}.")
+        raise TypeError(f"{name} must be dense (batch, sequence), as a Packer gives it; got {abbreviated(values)}.")
     if not isinstance(values, tf.Tensor):
         try:
             array = np.asarray(values)
             array = array.astype(np.int64) if array.dtype == object or array.size == 0 else array
         except (TypeError, ValueError, OverflowError):
             raise TypeError(
-                f"{name} must be a (batch, sequence) array of {kinds}, rows of one length; got {show(values)}."
+                f"{name} must be a (batch, sequence) array of {kinds}, rows of one length; got {abbreviated(values)}."
             ) from None
         if array.dtype.kind not in ("iub" if allow_bool else "iu"):
-            raise TypeError(f"{name} must hold {kinds}; got {show(array)}.")
+            raise TypeError(f"{name} must hold {kinds}; got {abbreviated(array)}.")
         values = tf.constant(array)
     if not (values.dtype.is_integer or (allow_bool and values.dtype == tf.bool)):
-        raise TypeError(f"{name} must hold {kinds}; got {show(values)}.")
+        raise TypeError(f"{name} must hold {kinds}; got {abbreviated(values)}.")
     if values.shape.rank not in (2, None):
-        raise ValueError(f"{name} must be a batch of sequences (batch, sequence); got {show(values)}.")
+        raise ValueError(f"{name} must be a batch of sequences (batch, sequence); got {abbreviated(values)}.")
     return values
 
 
@@ -174,7 +174,7 @@ class MaskedLMMasker(PreprocessingLayer):
         """A masker using `tokenizer`'s mask token, specials and, for whole
         words, its continuation pieces."""
         if not isinstance(tokenizer, Tokenizer):
-            raise TypeError(f"tokenizer must be a kerasbert Tokenizer; got {show(tokenizer)}.")
+            raise TypeError(f"tokenizer must be a kerasbert Tokenizer; got {abbreviated(tokenizer)}.")
         ids = tokenizer.special_token_ids
         kwargs.setdefault("unselectable_ids", sorted(set(ids.values()) - {ids["unk"]}))
         kwargs.setdefault("special_ids", sorted(set(ids.values())))
@@ -190,7 +190,7 @@ class MaskedLMMasker(PreprocessingLayer):
         try:
             seed = tf.convert_to_tensor(seed)
         except (TypeError, ValueError):
-            raise ValueError(f"seed must be two integers (shape (2,)), e.g. [base_seed, step]; got {show(seed)}.") from None
+            raise ValueError(f"seed must be two integers (shape (2,)), e.g. [base_seed, step]; got {abbreviated(seed)}.") from None
         if not seed.dtype.is_integer or (seed.shape.rank is not None and seed.shape != [2]):
             raise ValueError(
                 f"seed must be two integers (shape (2,)), e.g. [base_seed, step]; "
@@ -264,7 +264,7 @@ class MaskedLMMasker(PreprocessingLayer):
         ids in the vocabulary and masks >= 0."""
         if not isinstance(inputs, collections.abc.Mapping):
             raise TypeError(
-                f"inputs must be a dict of token_ids and padding_mask (a Packer's output); got {show(inputs)}."
+                f"inputs must be a dict of token_ids and padding_mask (a Packer's output); got {abbreviated(inputs)}."
             )
         missing = [key for key in ("token_ids", "padding_mask") if key not in inputs]
         if missing:
@@ -286,7 +286,7 @@ class MaskedLMMasker(PreprocessingLayer):
             if tf.reduce_any(padding_mask < 0):
                 raise ValueError(
                     "padding_mask must be 0 at padding and 1 (or a document id >= 1) at real tokens; "
-                    f"got negative values: {show(padding_mask.numpy().tolist())}."
+                    f"got negative values: {abbreviated(padding_mask.numpy().tolist())}."
                 )
         return tf.cast(token_ids, tf.int32), padding_mask
 

@@ -3,7 +3,7 @@
 import keras
 
 from kerasbert.tokenizers.base import Tokenizer
-from kerasbert.utils.checks import INT32_MAX, check_bool, check_choice, check_id, check_int, show, token_ids
+from kerasbert.utils.checks import INT32_MAX, abbreviated, check_bool, check_choice, check_id, check_int, token_ids
 from kerasbert.utils.optional import tf
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 from kerasbert.utils.ragged import column, concat_rows, truncate_rows
@@ -144,7 +144,7 @@ class Packer(PreprocessingLayer):
         if single:
             raise ValueError(
                 f"{name} must be a batch of token-id sequences (batch, None); got one sequence, "
-                f"{show(ids)}. Wrap it as [{name}] for one example"
+                f"{abbreviated(ids)}. Wrap it as [{name}] for one example"
                 + (", or batch the dataset before mapping the packer." if not tf.executing_eagerly() else ".")
             )
         return batch

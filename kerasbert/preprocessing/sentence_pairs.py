@@ -21,7 +21,7 @@ Labels follow transformers' convention (`next_sentence_label`,
 import os
 import random
 
-from kerasbert.utils.checks import check_choice, check_file, check_int, check_number, show
+from kerasbert.utils.checks import abbreviated, check_choice, check_file, check_int, check_number
 
 TASKS = ("nsp", "sop")
 
@@ -32,7 +32,7 @@ def read_documents(paths):
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if not isinstance(paths, (list, tuple)):
-        raise TypeError(f"paths must be a text file's path or a list of them; got {show(paths)}.")
+        raise TypeError(f"paths must be a text file's path or a list of them; got {abbreviated(paths)}.")
     paths = [check_file(f"paths[{i}]", path, "a text file") for i, path in enumerate(paths)]
     documents = [[]]
     for path in paths:
@@ -53,20 +53,20 @@ def check_documents(documents, text=False):
     sequences of token ids. Raises a TypeError naming the first that is not."""
     kind = "sentence strings" if text else "sentences, each a list of token ids"
     if isinstance(documents, (str, bytes)) or not isinstance(documents, (list, tuple)):
-        raise TypeError(f"documents must be a list of documents, each a list of {kind}; got {show(documents)}.")
+        raise TypeError(f"documents must be a list of documents, each a list of {kind}; got {abbreviated(documents)}.")
     for i, document in enumerate(documents):
         if isinstance(document, (str, bytes)) or not isinstance(document, (list, tuple)):
             raise TypeError(
-                f"documents[{i}] must be a list of {kind} (a document); got {show(document, 60)}. "
+                f"documents[{i}] must be a list of {kind} (a document); got {abbreviated(document, 60)}. "
                 "Wrap a flat list of sentences as [sentences] for one document."
             )
         for j, sentence in enumerate(document):
             if text and not isinstance(sentence, str):
-                raise TypeError(f"documents[{i}][{j}] must be a sentence string; got {show(sentence, 60)}.")
+                raise TypeError(f"documents[{i}][{j}] must be a sentence string; got {abbreviated(sentence, 60)}.")
             if not text and (isinstance(sentence, (str, bytes)) or not hasattr(sentence, "__len__")):
                 hint = ", not text: tokenize it first" if isinstance(sentence, (str, bytes)) else ""
                 raise TypeError(
-                    f"documents[{i}][{j}] must be a sentence, a list of token ids{hint}; got {show(sentence, 60)}."
+                    f"documents[{i}][{j}] must be a sentence, a list of token ids{hint}; got {abbreviated(sentence, 60)}."
                 )
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from kerasbert.preprocessing.preprocessors import TokenizingPreprocessor
 from kerasbert.tokenizers.base import Tokenizer
-from kerasbert.utils.checks import check_int, show
+from kerasbert.utils.checks import abbreviated, check_int
 from kerasbert.utils.optional import tf
 
 # Special tokens around the two parts of a window: [CLS] Q [SEP] C [SEP]
@@ -544,7 +544,7 @@ def _logits(logits, name, shape):
     try:
         array = np.asarray(keras.ops.convert_to_numpy(logits), dtype="float64")
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be an array of numbers (num_windows, sequence_length); got {show(logits)}.") from None
+        raise TypeError(f"{name} must be an array of numbers (num_windows, sequence_length); got {abbreviated(logits)}.") from None
     if array.shape != tuple(shape):
         raise ValueError(
             f"{name} must have shape (num_windows, sequence_length) = {tuple(shape)}, one row per window; "

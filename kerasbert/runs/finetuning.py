@@ -44,6 +44,7 @@ from kerasbert.runs.options import (  # noqa: F401 (re-exported)
     SQUAD_METRICS,
     TASKS,
 )
+from kerasbert.utils.checks import check_bool, check_choice, check_int, check_number
 from kerasbert.utils.io import replacing_directory, write_json
 
 # Header names of the GLUE files, tried in order when text_columns /
@@ -100,29 +101,6 @@ def _flag(name):
     return f"{name} (--{name.replace('_', '-')})"
 
 
-def _check_choice(name, value, choices):
-    if isinstance(value, bool) and not any(isinstance(c, bool) for c in choices) or value not in choices:
-        raise ValueError(f"{_flag(name)}={value!r} is not supported; expected one of {list(choices)}.")
-
-
-def _check_int(name, value, minimum, allow_none=False):
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ValueError(f"{_flag(name)} must be {kind}{' or None' if allow_none else ''}; got {value!r}.")
-
-
-def _check_real(name, value, low, high=None, low_open=False):
-    if value is None:
-        return
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and np.isfinite(value)
-    ok = ok and (value > low if low_open else value >= low) and (high is None or value <= high)
-    if not ok:
-        interval = f"{'(' if low_open else '['}{low}, {'inf)' if high is None else f'{high}]'}"
-        raise ValueError(f"{_flag(name)} must be a number in {interval} or None; got {value!r}.")
-
-
 def _check_only_for(task, name, value, default, tasks):
     if task not in tasks and value != default:
         raise ValueError(
@@ -142,7 +120,7 @@ def _header(path):
         raise ValueError(f"TSV file {path} is not UTF-8 text: {e}.") from None
 
 
-def _glue_columns(path, text_columns, label_column, header):
+def glue_columns(path, text_columns, label_column, header):
     """(text_columns, label_column), the missing ones found among GLUE's
     header names."""
     if text_columns is not None:
@@ -188,7 +166,7 @@ def _looks_like_scores(names):
 def _read_classification(settings):
     from kerasbert.readers import read_glue_tsv
 
-    text_columns, label_column = _glue_columns(
+    text_columns, label_column = glue_columns(
         settings["train_file"], settings["text_columns"], settings["label_column"], settings["header"]
     )
     options = {"header": settings["header"], "regression": settings["regression"], "label_names": settings["labels"]}
@@ -214,7 +192,7 @@ def _read_classification(settings):
     return train, validation
 
 
-def _log_softmax(logits):
+def log_softmax(logits):
     logits = logits.astype(np.float64)
     shifted = logits - logits.max(-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
@@ -278,7 +256,7 @@ def classification_scores(logits, targets):
         "accuracy": float(correct / total),
         "matthews_correlation": float((correct * total - (guessed * true).sum()) / denominator)
         if denominator > 0 else 0.0,
-        "loss": float(-_log_softmax(logits)[np.arange(len(targets)), targets].mean()),
+        "loss": float(-log_softmax(logits)[np.arange(len(targets)), targets].mean()),
     }
     if classes == 2:
         hits = confusion[1, 1]
@@ -330,7 +308,7 @@ def _sequence_length(model):
     return int(model.preprocessor.sequence_length)
 
 
-class _Validator:
+class Validator:
     """The task-level validation metrics of a model (a dict of floats)."""
 
     def __init__(self, settings, validation):
@@ -515,24 +493,22 @@ def finetune(
     settings = {name: value for name, value in locals().items() if name not in ("output", "callbacks")}
     from kerasbert.runs.pretraining import PRECISIONS, _check_precision_runs_here
 
-    _check_choice("task", task, TASKS)
-    _check_choice("precision", precision, PRECISIONS)
-    _check_choice("jit_compile", jit_compile, (True, False, "auto"))
+    check_choice(_flag("task"), task, TASKS)
+    check_choice(_flag("precision"), precision, PRECISIONS)
+    check_choice(_flag("jit_compile"), jit_compile, (True, False, "auto"))
     for name, minimum in (("batch_size", 1), ("epochs", 1), ("accumulation_steps", 1), ("seed", 0),
                           ("max_answer_length", 1)):
-        _check_int(name, settings[name], minimum)
+        check_int(_flag(name), settings[name], minimum)
     for name, minimum in (("sequence_length", 1), ("patience", 1), ("doc_stride", 0),
                           ("max_question_length", 1)):
-        _check_int(name, settings[name], minimum, allow_none=True)
-    _check_real("learning_rate", learning_rate, 0.0, low_open=True)
-    _check_real("head_learning_rate_multiplier", head_learning_rate_multiplier, 0.0, low_open=True)
-    _check_real("layer_decay", layer_decay, 0.0, 1.0, low_open=True)
-    _check_real("weight_decay", weight_decay, 0.0)
-    _check_real("warmup_fraction", warmup_fraction, 0.0, 1.0)
-    _check_real("null_score_threshold", null_score_threshold, -np.inf)
+        check_int(_flag(name), settings[name], minimum, allow_none=True)
+    numbers_checked = (("learning_rate", 0, np.inf, True), ("head_learning_rate_multiplier", 0, np.inf, True),
+                       ("layer_decay", 0, 1, True), ("weight_decay", 0, np.inf, False),
+                       ("warmup_fraction", 0, 1, False), ("null_score_threshold", -np.inf, np.inf, False))
+    for name, low, high, low_open in numbers_checked:
+        check_number(_flag(name), settings[name], low, high, low_open=low_open, allow_none=True)
     for name in ("regression", "header", "crf", "from_scratch"):
-        if not isinstance(settings[name], bool):
-            raise TypeError(f"{name} must be True or False; got {settings[name]!r}.")
+        check_bool(_flag(name), settings[name])
     for name, default in (("text_columns", None), ("label_column", None), ("regression", False),
                           ("header", True)):
         _check_only_for(task, name, settings[name], default, ("classification",))
@@ -561,7 +537,7 @@ def finetune(
                 )
     else:
         settings["metric"] = metric = names[0] if metric is None else metric
-        _check_choice("metric", metric, names)
+        check_choice(_flag("metric"), metric, names)
     _check_precision_runs_here(precision, jit_compile)
     for name in ("train_file", "validation_file"):
         if settings[name] is not None:
@@ -611,7 +587,7 @@ def finetune(
 
     os.makedirs(output, exist_ok=True)
     write_json(os.path.join(output, "run.json"), settings)
-    validator = None if validation is None else _Validator(settings, validation)
+    validator = None if validation is None else Validator(settings, validation)
     recorder = _EpochRecorder(output, settings, validator, verbose)
     fit_options = {"batch_size": batch_size, "epochs": epochs, "callbacks": [*(callbacks or []), recorder],
                        "verbose": verbose}

@@ -21,7 +21,6 @@ Layout of `output/`:
 import dataclasses
 import glob
 import math
-import numbers
 import os
 
 import keras
@@ -29,6 +28,7 @@ import keras
 from kerasbert import checkpointing
 from kerasbert.distribution import training_scope
 from kerasbert.runs.options import OBJECTIVES, OPTIMIZERS, PRECISIONS  # noqa: F401 (re-exported)
+from kerasbert.utils.checks import check_choice, check_int
 from kerasbert.utils.hardware import xla_on_cpu
 from kerasbert.utils.io import read_json, write_json
 
@@ -46,18 +46,6 @@ class PretrainingResult:
     tokenizer: object
     history: dict
     preset_dir: str
-
-
-def _check_positive(name, value, allow_none=False):
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
-
-
-def _check_choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(f"{name}={value!r} is not supported; expected one of {list(choices)}.")
 
 
 def _default_log_every(steps):
@@ -307,16 +295,16 @@ def pretrain(
     settings = {name: value for name, value in locals().items() if name not in ("output", "callbacks")}
     from kerasbert.tokenizers import Tokenizer
 
-    _check_choice("objective", objective, OBJECTIVES)
-    _check_choice("precision", precision, PRECISIONS)
-    _check_choice("optimizer", optimizer, OPTIMIZERS)
-    _check_choice("jit_compile", jit_compile, (True, False, "auto"))
+    check_choice("objective", objective, OBJECTIVES)
+    check_choice("precision", precision, PRECISIONS)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    check_choice("jit_compile", jit_compile, (True, False, "auto"))
     for name, value in [("sequence_length", sequence_length), ("batch_size", batch_size),
                         ("steps", steps), ("accumulation_steps", accumulation_steps),
                         ("keep_checkpoints", keep_checkpoints)]:
-        _check_positive(name, value)
+        check_int(name, value, 1)
     for name in ("vocabulary_size", "log_every", "checkpoint_every", *ARCHITECTURE_FLAGS):
-        _check_positive(name, locals()[name], allow_none=True)
+        check_int(name, locals()[name], 1, allow_none=True)
     log_every = log_every or _default_log_every(steps)
     checkpoint_every = checkpoint_every or log_every
     if steps % log_every or checkpoint_every % log_every:

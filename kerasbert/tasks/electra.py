@@ -246,7 +246,7 @@ class ElectraPretrainer(Task):
         self.mlm_accuracy_tracker = keras.metrics.Mean(name="mlm_accuracy")
         self.rtd_loss_tracker = keras.metrics.Mean(name="rtd_loss")
         self.rtd_accuracy_tracker = keras.metrics.Mean(name="rtd_accuracy")
-        self._finish(
+        self._record_config(
             discriminator, generator=generator, discriminator=discriminator,
             generator_weight=generator_weight, discriminator_weight=discriminator_weight,
             temperature=temperature, seed=seed,
@@ -263,7 +263,7 @@ class ElectraPretrainer(Task):
         `ElectraForPreTraining` `preset` and the generator head from an
         `ElectraForMaskedLM` `generator`; heads a checkpoint lacks start
         fresh."""
-        from kerasbert.convert.huggingface import assign_head_weights
+        from kerasbert.convert.heads import assign_head_weights
         from kerasbert.presets import from_preset, huggingface_checkpoint_directory
 
         discriminator = from_preset(preset, load_weights=load_weights, dtype=dtype)

@@ -1,15 +1,14 @@
 """Filling in masked tokens with a pretrained masked-LM head: what a
 pretraining run has learnt, in words."""
 
-import numbers
 
 import numpy as np
 from keras import ops
 
 from kerasbert.preprocessing.packer import Packer
-from kerasbert.tasks.inputs import check_examples
 from kerasbert.tokenizers.base import Tokenizer
-from kerasbert.utils.checks import show
+from kerasbert.utils.checks import abbreviated, check_int
+from kerasbert.utils.examples import check_examples
 
 
 def fill_mask(model, tokenizer, texts, top_k=5, sequence_length=128):
@@ -48,11 +47,10 @@ def fill_mask(model, tokenizer, texts, top_k=5, sequence_length=128):
     bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if bad is not None:
         raise TypeError(f"texts must be a list of strings; texts[{bad}] is {type(texts[bad]).__name__} "
-                        f"{show(texts[bad])}.")
+                        f"{abbreviated(texts[bad])}.")
     for name, value, low, high in (("top_k", top_k, 1, encoder.vocabulary_size),
                                    ("sequence_length", sequence_length, 3, encoder.max_sequence_length)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
-            raise ValueError(f"{name} must be an integer in [{low}, {high}]; got {show(value)}.")
+        check_int(name, value, low, high)
     mask_id = tokenizer.special_token_ids["mask"]
     inputs = {k: np.asarray(v) for k, v in Packer.from_tokenizer(tokenizer, sequence_length)(tokenizer(texts)).items()}
     is_mask = inputs["token_ids"] == mask_id  # (batch, seq)
@@ -60,7 +58,7 @@ def fill_mask(model, tokenizer, texts, top_k=5, sequence_length=128):
         missing = [i for i, m in enumerate(is_mask.any(axis=1)) if not m]
         mask = tokenizer.id_to_token(mask_id)
         raise ValueError(f"every text needs a {mask} token within its first sequence_length={sequence_length} "
-                         f"tokens; texts[{missing[0]}] = {show(texts[missing[0]])} has none"
+                         f"tokens; texts[{missing[0]}] = {abbreviated(texts[missing[0]])} has none"
                          + (f" (nor have {len(missing) - 1} more)" if len(missing) > 1 else "") + ".")
     slots = int(is_mask.sum(axis=1).max())
     positions = np.zeros((len(texts), slots), "int32")

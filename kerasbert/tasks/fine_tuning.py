@@ -13,32 +13,32 @@ import keras
 import numpy as np
 
 from kerasbert.distribution import data_parallel_replicas
-from kerasbert.readers import TextData, TokenData
-from kerasbert.tasks.inputs import (
-    COMPILED_SHAPES,
-    GROUP_BY_LENGTH,
-    check_example_counts,
-    check_examples,
-    check_sample_weight,
-    check_targets,
-    check_text_dataset,
-    checked_batch_size,
-    checked_count,
-    checked_dataset,
-    input_errors,
-    make_dataset,
-    pack_batch,
-    show,
-    sorted_batches,
+from kerasbert.preprocessing.batching import COMPILED_SHAPES, GROUP_BY_LENGTH, checked_batch_size
+from kerasbert.preprocessing.datasets import check_example_counts, make_dataset, pack_batch, sorted_batches
+from kerasbert.preprocessing.packed_rows import (
+    EXAMPLE_SLOTS,
+    documents_per_row,
+    pack_in_graph,
+    packed_batches,
+    packed_training_batches,
 )
-from kerasbert.tasks.packed_prediction import documents_per_row, pack_in_graph, packed_batches
-from kerasbert.tasks.packed_training import EXAMPLE_SLOTS, packed_trainer, packed_training_batches
+from kerasbert.readers import TextData, TokenData
+from kerasbert.tasks.packed_training import packed_trainer
 from kerasbert.tasks.task import (  # noqa: F401 (TASK_FILE, TASK_WEIGHTS_FILE, text_signature: re-exported)
     TASK_FILE,
     TASK_WEIGHTS_FILE,
     Task,
     encoder_inputs,
     text_signature,
+)
+from kerasbert.utils.checks import abbreviated, check_int
+from kerasbert.utils.examples import (
+    check_examples,
+    check_sample_weight,
+    check_targets,
+    check_text_dataset,
+    checked_dataset,
+    input_errors,
 )
 from kerasbert.utils.features import check_features
 from kerasbert.utils.io import read_json
@@ -48,7 +48,7 @@ from kerasbert.utils.optional import is_dataset, is_tensor, tf
 _PACKED_PREDICTORS = weakref.WeakKeyDictionary()
 
 
-def _huggingface_head_config(cls, preset):
+def huggingface_head_config(cls, preset):
     """The config.json of a transformers checkpoint whose architecture is
     the task's (`BertForSequenceClassification` for a TextClassifier...),
     else None."""
@@ -124,11 +124,11 @@ class FineTuningTask(Task):
     * `fit`, `evaluate` and `predict` take raw examples (lists of strings,
       pairs of lists, `tf.data` datasets of strings) and run them through
       `preprocessor` in `tf.data`, padding each batch to a few fixed lengths
-      (`kerasbert.tasks.inputs`); packed features pass through untouched.
+      (`kerasbert.preprocessing.datasets`); packed features pass through untouched.
       Where the model is compiled per input shape, a task with one output
       per example (`_packed_outputs`) trains, evaluates and predicts on
       in-memory examples in rows that pack several each instead
-      (`kerasbert.tasks.packed_training`, `packed_prediction`).
+      (`kerasbert.preprocessing.packed_rows`, `kerasbert.tasks.packed_training`).
     * `compile()` with `optimizer="auto"` (the default, also applied at
       construction) builds, at each `fit`, the recipe of
       `kerasbert.optimizers.finetuning_optimizer` over that call's steps:
@@ -138,7 +138,7 @@ class FineTuningTask(Task):
       (`...ForSequenceClassification`, ...) keeps that head.
     * Bad data fails before anything runs: raw examples, targets (`_targets`)
       and weights are checked here, packed features by `Task`
-      (`kerasbert.tasks.inputs`), with a ValueError or TypeError naming the
+      (`kerasbert.utils.examples`), with a ValueError or TypeError naming the
       argument.
 
     Task presets and the serving export are `Task`'s.
@@ -255,7 +255,7 @@ class FineTuningTask(Task):
 
     # -- fit / evaluate / predict on raw examples --------------------------
 
-    def _raw(self, x, name="x"):
+    def _holds_raw_examples(self, x, name="x"):
         """Whether `x` holds raw examples for the preprocessor (checked by
         `check_examples`) rather than packed features or another Keras
         input; raw examples without a preprocessor are a TypeError."""
@@ -264,7 +264,7 @@ class FineTuningTask(Task):
         if self.preprocessor is None:
             raise TypeError(
                 f"this {type(self).__name__} has no preprocessor, so {name} must be packed features (a dict with "
-                f"{list(self.input)}); got {type(x).__name__} {show(x)}. Build it with from_preset or pass "
+                f"{list(self.input)}); got {type(x).__name__} {abbreviated(x)}. Build it with from_preset or pass "
                 "preprocessor=... to give it text."
             )
         check_examples(x, name, word_lists=self.raw_word_lists, pairs=not self.raw_word_lists)
@@ -280,7 +280,7 @@ class FineTuningTask(Task):
         """Raw examples' targets checked against the tokenized examples
         (subclasses: e.g. one tag per word)."""
 
-    def _feed(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False, keep_order=False,
+    def _batches_of(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False, keep_order=False,
               replicas=1, cut_partial_batch=True, needs_y=False, names=("x", "y", "sample_weight")):
         """A dataset of `make_dataset` for raw examples (their targets and
         weights checked; `needs_y`: targets required) or a dataset of them;
@@ -290,7 +290,7 @@ class FineTuningTask(Task):
             if self.preprocessor is None:
                 return None
             check_text_dataset(x, names[0])
-        elif not self._raw(x, names[0]):
+        elif not self._holds_raw_examples(x, names[0]):
             return None
         else:
             targets = self._targets(raw=True)
@@ -318,7 +318,7 @@ class FineTuningTask(Task):
                             check_tokenized=None if tokenized is not None else check_tokenized, tokenized=tokenized)
 
     def _trains_packed(self, x, y, keep_order):
-        """Whether `_feed` packs these in-memory raw examples and targets
+        """Whether `_batches_of` packs these in-memory raw examples and targets
         into rows (`kerasbert.tasks.packed_training`): for `fit` and
         `evaluate` of a task with one output per example, where the model is
         compiled per input shape."""
@@ -334,24 +334,24 @@ class FineTuningTask(Task):
             sample_weight=None, steps_per_epoch=None, **kwargs):
         """`keras.Model.fit`, also on raw examples (see the class doc);
         with the "auto" optimizer each call runs one full schedule."""
-        epochs = checked_count(epochs, "epochs")
+        epochs = check_int("epochs", epochs, 1)
         if isinstance(validation_data, (TextData, TokenData)):
             validation_data = (validation_data, None)
         if validation_data is not None and not is_dataset(validation_data) and (
                 not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3)):
             raise ValueError("validation_data must be (x, y), (x, y, sample_weight), a tf.data.Dataset or the "
-                             f"data of a reader (read_glue_tsv, read_conll); got {show(validation_data)}.")
-        dataset = self._feed(x, y, sample_weight, batch_size, shuffle=shuffle, replicas=data_parallel_replicas(),
+                             f"data of a reader (read_glue_tsv, read_conll); got {abbreviated(validation_data)}.")
+        dataset = self._batches_of(x, y, sample_weight, batch_size, shuffle=shuffle, replicas=data_parallel_replicas(),
                              needs_y=True)
         if dataset is not None:
             x, y, sample_weight, batch_size = dataset, None, None, None
         if validation_data is not None and not is_dataset(validation_data):
-            validation = self._feed(*validation_data, batch_size=None, replicas=data_parallel_replicas(),
+            validation = self._batches_of(*validation_data, batch_size=None, replicas=data_parallel_replicas(),
                                     cut_partial_batch=False, needs_y=True,
                                     names=tuple(f"validation_data[{i}]" for i in range(3)))
             validation_data = validation if validation is not None else validation_data
         elif is_dataset(validation_data):
-            validation_data = self._feed(validation_data, names=("validation_data",) * 3) or validation_data
+            validation_data = self._batches_of(validation_data, names=("validation_data",) * 3) or validation_data
         if getattr(self, "_recipe", None) is not None:
             steps = steps_per_epoch or (_dataset_steps(x) if (is_dataset(x) or isinstance(x, keras.utils.PyDataset))
                                         else None)
@@ -365,7 +365,7 @@ class FineTuningTask(Task):
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """`keras.Model.evaluate`, also on raw examples."""
-        dataset = self._feed(x, y, sample_weight, batch_size, replicas=data_parallel_replicas(),
+        dataset = self._batches_of(x, y, sample_weight, batch_size, replicas=data_parallel_replicas(),
                              cut_partial_batch=False, needs_y=True)
         if dataset is not None:
             x, y, sample_weight, batch_size = dataset, None, None, None
@@ -384,11 +384,11 @@ class FineTuningTask(Task):
         `jit_compile=True`), a task with one output per example (a
         classifier's, an embedder's) predicts instead on rows that pack
         several examples each, in one or two shapes
-        (`kerasbert.tasks.packed_prediction`)."""
-        if not is_dataset(x) and not self._raw(x) or self.preprocessor is None:
+        (`kerasbert.preprocessing.packed_rows`)."""
+        if not is_dataset(x) and not self._holds_raw_examples(x) or self.preprocessor is None:
             return super().predict(x, batch_size=batch_size, **kwargs)
         if is_dataset(x):
-            return self.predict_batches(self._feed(x, batch_size=batch_size, keep_order=True))
+            return self.predict_batches(self._batches_of(x, batch_size=batch_size, keep_order=True))
         first = x[0] if isinstance(x, tuple) else x
         if not isinstance(first, (tf.Tensor, tf.RaggedTensor)) and len(first) <= checked_batch_size(batch_size):
             # One batch: packed directly (traced from the second such call),
@@ -450,7 +450,7 @@ class FineTuningTask(Task):
             raise ValueError("there is nothing to predict: the input holds no examples.")
         return keras.tree.map_structure(lambda *parts: np.concatenate(parts, axis=0), *collected)
 
-    # -- prediction on packed rows (kerasbert.tasks.packed_prediction) ------
+    # -- prediction on packed rows (kerasbert.preprocessing.packed_rows) ------
 
     def _packed_outputs(self, sequence_output, padding_mask, documents):
         """The task's outputs for each example of rows that pack several
@@ -515,7 +515,7 @@ class FineTuningTask(Task):
         arguments (number of labels, names) under the given ones, and
         whether its head weights fit; a checkpoint whose head was trained
         for other arguments than the given ones gives a fresh head."""
-        head_config = _huggingface_head_config(cls, preset)
+        head_config = huggingface_head_config(cls, preset)
         if head_config is None:
             return kwargs, False
         saved = cls._huggingface_arguments(head_config)

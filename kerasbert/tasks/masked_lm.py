@@ -5,8 +5,8 @@ import keras
 from kerasbert.layers.heads import MaskedLMHead
 from kerasbert.losses import SparseAccuracy, SparseCrossEntropy
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
-from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.task import EncoderAtPositions, Task, check_encoder, encoder_inputs, text_signature
+from kerasbert.utils.examples import Targets
 from kerasbert.utils.optional import tf
 
 
@@ -109,7 +109,7 @@ class MaskedLM(Task):
         self.encoder = encoder
         self.mlm_head = head
         self._set_preprocessor(preprocessor)
-        self._finish(encoder, encoder=encoder, preprocessor=preprocessor)
+        self._record_config(encoder, encoder=encoder, preprocessor=preprocessor)
 
     def _targets(self, raw=False):
         return mask_targets(self.encoder)

@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.masked_lm import (
     accuracy,
     default_optimizer,
@@ -12,6 +11,7 @@ from kerasbert.tasks.masked_lm import (
     masked_lm_loss,
 )
 from kerasbert.tasks.task import Task
+from kerasbert.utils.examples import Targets
 
 SENTENCE_TASKS = ("nsp", "sop", None)
 
@@ -79,13 +79,13 @@ class BertPretrainer(Task):
         self.mlm_head = head
         self.sentence_head = sentence_head
         # With one objective Keras logs no per-output loss: `mlm_loss` is
-        # then tracked from the loss itself (see `_compute_loss`), not
+        # then tracked from the loss itself (see `compute_loss`), not
         # computed a second time from the logits.
         self.mlm_loss_tracker = None if sentence_task else keras.metrics.Mean(name="mlm_loss")
-        self._finish(encoder, encoder=encoder, sentence_task=sentence_task)
+        self._record_config(encoder, encoder=encoder, sentence_task=sentence_task)
 
-    def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        loss = super()._compute_loss(x, y, y_pred, sample_weight, training=training)
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        loss = super().compute_loss(x, y, y_pred, sample_weight, training=training)
         if self.mlm_loss_tracker is not None:
             # As Keras tracks `loss` (and each output's loss when there are
             # several): the replica's loss, unscaled, weighted by batch size.

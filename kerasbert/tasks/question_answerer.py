@@ -7,6 +7,8 @@ import numpy as np
 
 from kerasbert.layers.dense import Dense
 from kerasbert.metrics import squad_scores
+from kerasbert.preprocessing.batching import GROUP_BY_LENGTH, SHAPE_COST, fitted_boundaries
+from kerasbert.preprocessing.datasets import make_dataset, select_inputs
 from kerasbert.preprocessing.squad import (
     QuestionAnsweringPreprocessor,
     QuestionAnsweringWindows,
@@ -16,17 +18,9 @@ from kerasbert.preprocessing.squad import (
 )
 from kerasbert.readers import SquadExample
 from kerasbert.tasks.fine_tuning import _RAW_TYPES, FineTuningTask
-from kerasbert.tasks.inputs import (
-    GROUP_BY_LENGTH,
-    SHAPE_COST,
-    Targets,
-    checked_count,
-    fitted_boundaries,
-    make_dataset,
-    select_inputs,
-    show,
-)
 from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
+from kerasbert.utils.checks import abbreviated, check_int
+from kerasbert.utils.examples import Targets
 from kerasbert.utils.features import SEQUENCE
 from kerasbert.utils.optional import do_not_convert, tf
 
@@ -117,7 +111,7 @@ class QuestionAnswerer(FineTuningTask):
         self._freeze_unused_pooler()
         self.n_best_size, self.max_answer_length = int(n_best_size), int(max_answer_length)
         self.null_score_threshold = None if null_score_threshold is None else float(null_score_threshold)
-        self._finish(encoder, encoder=encoder, preprocessor=preprocessor, n_best_size=self.n_best_size,
+        self._record_config(encoder, encoder=encoder, preprocessor=preprocessor, n_best_size=self.n_best_size,
                      max_answer_length=self.max_answer_length, null_score_threshold=self.null_score_threshold)
         self.compile()
 
@@ -132,7 +126,7 @@ class QuestionAnswerer(FineTuningTask):
         return {name: Targets(SEQUENCE, f"{name[:-len('_logits')]} positions")
                 for name in ("start_logits", "end_logits")}
 
-    def _raw(self, x, name="x"):
+    def _holds_raw_examples(self, x, name="x"):
         """Raw text is not what `fit`, `evaluate` and `predict` take here:
         a TypeError that says what they take (packed features pass)."""
         if x is not None and not isinstance(x, _RAW_TYPES):
@@ -142,7 +136,7 @@ class QuestionAnswerer(FineTuningTask):
         raise TypeError(
             f"{name} must be SQuAD examples (a list of kerasbert.readers.SquadExample, e.g. read_squad(path)), "
             "their QuestionAnsweringWindows (model.windows(examples)) or packed features (a dict); got "
-            f"{type(x).__name__} {show(x)}. For the answers to (questions, contexts), call predict_answers."
+            f"{type(x).__name__} {abbreviated(x)}. For the answers to (questions, contexts), call predict_answers."
         )
 
     def _default_loss(self):
@@ -206,7 +200,7 @@ class QuestionAnswerer(FineTuningTask):
     def fit(self, x=None, y=None, batch_size=None, epochs=1, validation_data=None, shuffle=True, **kwargs):
         """`keras.Model.fit`, also on SQuAD examples (`read_squad(path)`) or
         their `QuestionAnsweringWindows`; `validation_data` likewise."""
-        epochs = checked_count(epochs, "epochs")
+        epochs = check_int("epochs", epochs, 1)
         windows = self._answer_windows(x, batch_size, shuffle=shuffle)
         if windows is not x:
             x, batch_size = windows, None
@@ -253,7 +247,7 @@ class QuestionAnswerer(FineTuningTask):
         to the task's."""
         if not (isinstance(examples, (list, tuple)) and all(isinstance(e, SquadExample) for e in examples)):
             raise TypeError("examples must be a list of kerasbert.readers.SquadExample (read_squad(path)), whose "
-                            f"answers are scored; got {type(examples).__name__} {show(examples)}.")
+                            f"answers are scored; got {type(examples).__name__} {abbreviated(examples)}.")
         predictions = self.predict_answers(examples, batch_size, n_best_size=n_best_size,
                                            max_answer_length=max_answer_length,
                                            null_score_threshold=null_score_threshold)

@@ -12,21 +12,15 @@ import numpy as np
 
 from kerasbert.distribution import StepByStep, spans_host_devices
 from kerasbert.encoder import Encoder
-from kerasbert.tasks.inputs import (
-    check_sample_weight,
-    check_targets,
-    checked_count,
-    checked_dataset,
-    input_errors,
-    select_inputs,
-)
+from kerasbert.preprocessing.datasets import select_inputs
 from kerasbert.tasks.training_faults import (
     NonFiniteLoss,
     NonFiniteLossGuard,
     is_out_of_memory,
     out_of_memory_message,
 )
-from kerasbert.utils.checks import show
+from kerasbert.utils.checks import abbreviated, check_int
+from kerasbert.utils.examples import check_sample_weight, check_targets, checked_dataset, input_errors
 from kerasbert.utils.features import check_features, check_host_features
 from kerasbert.utils.hardware import cpu_multiplies_bfloat16
 from kerasbert.utils.integrity import check_recorded, digests
@@ -107,13 +101,6 @@ def check_encoder(encoder, name="encoder"):
     return encoder
 
 
-def check_dropout(dropout, name="dropout"):
-    """A ValueError naming `name` unless `dropout` is a rate in [0, 1)."""
-    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0 <= dropout < 1:
-        raise ValueError(f"{name} must be a number in [0, 1); got {dropout!r}.")
-    return float(dropout)
-
-
 def text_signature(*names):
     """A serving input signature: a 1-D string batch per name."""
     return [tf.TensorSpec([None], tf.string, name=name) for name in names]
@@ -167,7 +154,7 @@ class Task(keras.Model):
         )
         super().compile(*args, jit_compile=jit_compile, **kwargs)
 
-    def _finish(self, policy_source, **config):
+    def _record_config(self, policy_source, **config):
         """Records the constructor arguments (`config`) and runs the model in
         `policy_source`'s dtype policy."""
         # Functional models do not record the policy their layers use.
@@ -231,23 +218,23 @@ class Task(keras.Model):
                 raise
             raise MemoryError(out_of_memory_message(self, batch_size)) from error
 
-    def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        # Keras's one entry to `compute_loss` from the train and test steps of every backend.
-        loss = super()._compute_loss(x, y, y_pred, sample_weight, training=training)
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        # Keras's train and test steps of every backend compute the loss here.
+        loss = super().compute_loss(x, y, y_pred, sample_weight, training=training)
         tracker = getattr(self, "_non_finite_loss", None)
         if training and tracker is not None:
             tracker.update_state(loss)
         return loss
 
     # -- checked data ----------------------------------------------------------
-    # Keras's own methods, with the data checked first (kerasbert.tasks.inputs):
+    # Keras's own methods, with the data checked first (kerasbert.utils.examples):
     # packed features within the encoder's tables, targets within the task's
     # classes, weights finite and >= 0. Without the checks, TensorFlow's CPU
     # gathers raise framework errors, JAX's clamp or give NaN, and a NaN loss
     # spoils the weights for good.
 
     def _targets(self, raw=False):
-        """What `y` holds: a `kerasbert.tasks.inputs.Targets`, a dict of them
+        """What `y` holds: a `kerasbert.utils.examples.Targets`, a dict of them
         per output, or None (unchecked). `raw`: the `y` of raw examples."""
         return None
 
@@ -268,7 +255,7 @@ class Task(keras.Model):
             hint = "; text goes through a preprocessor first (e.g. kerasbert.preprocessing." + (
                 "MaskedLMPreprocessor)" if "mask_positions" in input_names else "TextPreprocessor)") if text else ""
             raise TypeError(f"{names[0]} must be packed features, a dict with {list(input_names)} (or a "
-                            f"tf.data.Dataset of them); got {type(x).__name__} {show(x)}{hint}.")
+                            f"tf.data.Dataset of them); got {type(x).__name__} {abbreviated(x)}{hint}.")
         if not isinstance(x, dict):
             return x, y, sample_weight
         x = check_features(x, encoder, input_names, names[0])
@@ -295,15 +282,15 @@ class Task(keras.Model):
             return validation_data
         if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
             raise ValueError("validation_data must be (x, y), (x, y, sample_weight) or a tf.data.Dataset; got "
-                             f"{show(validation_data)}.")
+                             f"{abbreviated(validation_data)}.")
         names = tuple(f"validation_data[{i}]" for i in range(3))
         return self._checked_data(*validation_data, names=names, needs_y=True)[: len(validation_data)]
 
     def _checked_fit_arguments(self, x, y, batch_size, epochs, kwargs):
         """`fit`'s `(x, y, epochs, kwargs)`, checked."""
         if batch_size is not None:
-            checked_count(batch_size, "batch_size")
-        epochs = checked_count(epochs, "epochs")
+            check_int("batch_size", batch_size, 1)
+        epochs = check_int("epochs", epochs, 1)
         x, y, weight = self._checked_data(x, y, kwargs.get("sample_weight"), needs_y=True)
         kwargs = dict(kwargs)
         if weight is not None:
@@ -315,7 +302,7 @@ class Task(keras.Model):
     def evaluate(self, x=None, y=None, batch_size=None, *args, **kwargs):
         """`keras.Model.evaluate`, the data checked first (see above)."""
         if batch_size is not None:
-            checked_count(batch_size, "batch_size")
+            check_int("batch_size", batch_size, 1)
         x, y, weight = self._checked_data(x, y, kwargs.get("sample_weight"), needs_y=True)
         if weight is not None:
             kwargs["sample_weight"] = weight
@@ -327,7 +314,7 @@ class Task(keras.Model):
     def predict(self, x, batch_size=None, *args, **kwargs):
         """`keras.Model.predict`, the data checked first (see above)."""
         if batch_size is not None:
-            checked_count(batch_size, "batch_size")
+            check_int("batch_size", batch_size, 1)
         x = self._checked_data(x)[0]
         with input_errors():
             return super().predict(x, batch_size, *args, **kwargs)
@@ -378,7 +365,7 @@ class Task(keras.Model):
         whose heads the task has (`BertForPreTraining`, `...ForMaskedLM`,
         `...ForSequenceClassification`, ...), the task's heads get the
         checkpoint's weights; heads the checkpoint lacks start fresh."""
-        from kerasbert.convert.huggingface import assign_head_weights
+        from kerasbert.convert.heads import assign_head_weights
         from kerasbert.presets import from_preset, huggingface_checkpoint_directory, preset_family
 
         saved = _task_preset_file(preset)

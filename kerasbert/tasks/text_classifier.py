@@ -9,8 +9,9 @@ from kerasbert.preprocessing.preprocessors import TextPreprocessor
 from kerasbert.presets import preset_pooling
 from kerasbert.readers import TextData
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels, named_targets
-from kerasbert.tasks.inputs import Targets
-from kerasbert.tasks.task import EncoderAtPositions, check_dropout, check_encoder, encoder_inputs, text_signature
+from kerasbert.tasks.task import EncoderAtPositions, check_encoder, encoder_inputs, text_signature
+from kerasbert.utils.checks import check_number
+from kerasbert.utils.examples import Targets
 from kerasbert.utils.optional import tf
 
 # The head each family's transformers `...ForSequenceClassification` uses
@@ -90,7 +91,7 @@ class TextClassifier(FineTuningTask):
         if labels is not None and num_classes == 1:
             raise ValueError(f"labels={labels} names a single class; classification needs two or more "
                              "(regression, num_classes=1, has no class names).")
-        check_dropout(dropout)
+        check_number("dropout", dropout, 0, 1, high_open=True)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r}; expected one of {POOLINGS}.")
         if hidden_dim is None:
@@ -141,7 +142,7 @@ class TextClassifier(FineTuningTask):
         self._set_preprocessor(preprocessor)
         if pooling == "mean" or head_dense is not None:  # the pooler is not read
             self._freeze_unused_pooler()
-        self._finish(encoder, encoder=encoder, num_classes=num_classes, preprocessor=preprocessor, dropout=dropout,
+        self._record_config(encoder, encoder=encoder, num_classes=num_classes, preprocessor=preprocessor, dropout=dropout,
                      hidden_dim=hidden_dim, activation=activation, pooling=pooling, labels=labels)
         self.compile()
 

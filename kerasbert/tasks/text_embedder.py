@@ -6,8 +6,8 @@ from kerasbert.layers.pooling import Pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
 from kerasbert.presets import preset_pooling
 from kerasbert.tasks.fine_tuning import FineTuningTask
-from kerasbert.tasks.inputs import Targets
 from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
+from kerasbert.utils.examples import Targets
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
@@ -51,7 +51,7 @@ class TextEmbedder(FineTuningTask):
         self.encoder, self.pooling = encoder, pool
         self._set_preprocessor(preprocessor)
         self._freeze_unused_pooler()
-        self._finish(encoder, encoder=encoder, pooling=pooling, normalize=normalize, preprocessor=preprocessor)
+        self._record_config(encoder, encoder=encoder, pooling=pooling, normalize=normalize, preprocessor=preprocessor)
         self.compile()
 
     @classmethod

@@ -14,11 +14,12 @@ from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.metrics import TagAccuracy, entity_scores, entity_spans, split_tag
 from kerasbert.preprocessing.alignment import TokenClassificationPreprocessor
+from kerasbert.preprocessing.datasets import select_inputs
 from kerasbert.readers import TokenData
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels, named_targets
-from kerasbert.tasks.inputs import Targets, check_examples, select_inputs
-from kerasbert.tasks.task import check_dropout, check_encoder, encoder_inputs, text_signature
-from kerasbert.utils.checks import show
+from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
+from kerasbert.utils.checks import abbreviated, check_number
+from kerasbert.utils.examples import Targets, check_examples
 from kerasbert.utils.optional import tf
 from kerasbert.utils.ragged import row_ids
 
@@ -160,7 +161,7 @@ class TokenClassifier(FineTuningTask):
         num_classes, labels = check_labels(num_classes, labels, example="['O', 'B-PER', 'I-PER']")
         if not isinstance(crf, bool):
             raise TypeError(f"crf must be True or False; got {crf!r}.")
-        check_dropout(dropout)
+        check_number("dropout", dropout, 0, 1, high_open=True)
         policy = encoder.dtype_policy
 
         # Layers.
@@ -191,7 +192,7 @@ class TokenClassifier(FineTuningTask):
         self.num_classes, self.labels = num_classes, labels
         self._set_preprocessor(preprocessor)
         self._freeze_unused_pooler()
-        self._finish(encoder, encoder=encoder, num_classes=num_classes, labels=labels, crf=crf,
+        self._record_config(encoder, encoder=encoder, num_classes=num_classes, labels=labels, crf=crf,
                      preprocessor=preprocessor, dropout=dropout)
         self.compile()
 
@@ -388,7 +389,7 @@ class TokenClassifier(FineTuningTask):
         check_examples(words, "words", word_lists=True, pairs=False)
         if isinstance(tags, (str, bytes)) or not isinstance(tags, (list, tuple, np.ndarray)) or len(tags) != len(words):
             raise ValueError(f"tags must hold one list of tags per example of words ({len(words)} examples); got "
-                             f"{show(tags)}.")
+                             f"{abbreviated(tags)}.")
         predicted = [self._names(t) for t in self.predict_tags(words, batch_size=batch_size)]
         return entity_scores(self._tag_names(tags, [len(row) for row in predicted]), predicted)
 
@@ -398,7 +399,7 @@ class TokenClassifier(FineTuningTask):
         names = []
         for i, (row, count) in enumerate(zip(tags, words)):
             if isinstance(row, (str, bytes)) or not hasattr(row, "__len__"):
-                raise TypeError(f"tags[{i}] must be a list of tags, one per word; got {show(row)}.")
+                raise TypeError(f"tags[{i}] must be a list of tags, one per word; got {abbreviated(row)}.")
             if len(row) != count:
                 raise ValueError(f"tags[{i}] has {len(row)} tags but example {i} of words has {count} words; give "
                                  "one tag per word.")

@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from kerasbert.tokenizers.files import tokenizer_arguments
-from kerasbert.utils.checks import check_id, check_string, show, token_ids
+from kerasbert.utils.checks import abbreviated, check_id, check_string, token_ids
 from kerasbert.utils.optional import tf
 from kerasbert.utils.preprocessing_layer import PreprocessingLayer
 from kerasbert.utils.ragged import add_to_rows, concat_rows, join_rows, row_ids
@@ -27,7 +27,7 @@ def to_string_tensor(inputs, name="inputs"):
 
     def nested():
         return ValueError(
-            f"{name} must be a string or a 1-D batch of strings; got {show(inputs)}. "
+            f"{name} must be a string or a 1-D batch of strings; got {abbreviated(inputs)}. "
             "Flatten nested batches first (e.g. tf.reshape(texts, [-1]))."
         )
 
@@ -46,11 +46,11 @@ def to_string_tensor(inputs, name="inputs"):
     if not isinstance(inputs, (list, tuple)):
         raise TypeError(
             f"{name} must be a string, a list of strings or a tf.string tensor; got {type(inputs).__name__}: "
-            f"{show(inputs)}."
+            f"{abbreviated(inputs)}."
         )
     for item in inputs:
         if not isinstance(item, (str, bytes)):
-            what = "None" if item is None else f"{type(item).__name__} {show(item, 40)}"
+            what = "None" if item is None else f"{type(item).__name__} {abbreviated(item, 40)}"
             hint = " (numbers are not text)" if isinstance(item, numbers.Number) else ""
             raise TypeError(f"{name} must contain only strings; found {what}{hint}.")
     return tf.constant([_encode(item) for item in inputs], tf.string, shape=[len(inputs)]), False
@@ -168,7 +168,7 @@ class Tokenizer(PreprocessingLayer):
     def _set_vocabulary(self, vocabulary):
         """A list of distinct token strings, id = position."""
         if isinstance(vocabulary, (str, bytes)) or not isinstance(vocabulary, (list, tuple)):
-            raise TypeError(f"vocabulary must be a list of token strings; got {show(vocabulary)}.")
+            raise TypeError(f"vocabulary must be a list of token strings; got {abbreviated(vocabulary)}.")
         self.vocabulary = list(vocabulary)
         self._token_to_id = {}
         for i, token in enumerate(self.vocabulary):

@@ -12,7 +12,7 @@ import numpy as np
 from kerasbert.tokenizers.base import Tokenizer, regex_split_with_offsets, utf8_length
 from kerasbert.tokenizers.files import write_byte_pair_files
 from kerasbert.tokenizers.unicode import _range_classes
-from kerasbert.utils.checks import check_bool, check_file, is_int, show
+from kerasbert.utils.checks import abbreviated, check_bool, check_file, is_int
 from kerasbert.utils.optional import tf
 from kerasbert.utils.ragged import concat_rows, row_ids, row_positions
 
@@ -63,11 +63,11 @@ def _read_vocabulary(vocabulary):
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ValueError(f"vocabulary={path!r} is not a valid vocab.json: {error}") from None
     if not isinstance(vocabulary, dict):
-        raise TypeError(f"vocabulary must be a dict {{token: id}} or a vocab.json path; got {show(vocabulary)}.")
+        raise TypeError(f"vocabulary must be a dict {{token: id}} or a vocab.json path; got {abbreviated(vocabulary)}.")
     for token, i in vocabulary.items():
         if not isinstance(token, str) or not is_int(i):
             raise TypeError(
-                f"vocabulary must map token strings to integer ids; got the entry {show(token, 40)}: {show(i, 40)}."
+                f"vocabulary must map token strings to integer ids; got the entry {abbreviated(token, 40)}: {abbreviated(i, 40)}."
             )
     ordered = sorted(vocabulary.items(), key=lambda item: item[1])
     if [i for _, i in ordered] != list(range(len(ordered))):
@@ -83,12 +83,12 @@ def _read_merges(merges):
             merges = merges[1:]
         merges = [line for line in merges if line.strip()]
     if not isinstance(merges, (list, tuple)):
-        raise TypeError(f"merges must be a list of 'a b' strings or a merges.txt path; got {show(merges)}.")
+        raise TypeError(f"merges must be a list of 'a b' strings or a merges.txt path; got {abbreviated(merges)}.")
     pairs = []
     for rank, merge in enumerate(merges):
         parts = merge.split(" ") if isinstance(merge, str) else merge
         if not (isinstance(parts, (list, tuple)) and len(parts) == 2 and all(isinstance(p, str) and p for p in parts)):
-            raise ValueError(f"merges[{rank}]={show(merge, 60)} is not a pair 'a b'.")
+            raise ValueError(f"merges[{rank}]={abbreviated(merge, 60)} is not a pair 'a b'.")
         pairs.append(tuple(parts))
     return pairs
 

@@ -11,7 +11,7 @@ import keras
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
 from kerasbert.tokenizers.files import read_sentencepiece_model, write_sentencepiece_files
-from kerasbert.utils.checks import check_bool, check_file, check_number, check_string, show
+from kerasbert.utils.checks import abbreviated, check_bool, check_file, check_number, check_string
 from kerasbert.utils.optional import tf
 from kerasbert.utils.ragged import row_ids
 
@@ -34,22 +34,22 @@ def _decode_charsmap(charsmap):
         try:
             return base64.b64decode(charsmap, validate=True)
         except ValueError:
-            raise ValueError(f"precompiled_charsmap={show(charsmap)} is not valid base64.") from None
-    raise TypeError(f"precompiled_charsmap must be bytes, a base64 string or None; got {show(charsmap)}.")
+            raise ValueError(f"precompiled_charsmap={abbreviated(charsmap)} is not valid base64.") from None
+    raise TypeError(f"precompiled_charsmap must be bytes, a base64 string or None; got {abbreviated(charsmap)}.")
 
 
 def _read_pieces(vocabulary):
     """(piece, score) pairs -> (pieces, scores)."""
     if isinstance(vocabulary, (bytes, bytearray)) or not isinstance(vocabulary, (list, tuple)):
         raise TypeError(
-            f"vocabulary must be a spiece.model path or a list of (piece, score) pairs; got {show(vocabulary)}."
+            f"vocabulary must be a spiece.model path or a list of (piece, score) pairs; got {abbreviated(vocabulary)}."
         )
     pieces, scores = [], []
     for i, entry in enumerate(vocabulary):
         if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], str)):
             raise TypeError(
                 f"vocabulary must be a spiece.model path or a list of (piece, score) pairs; "
-                f"vocabulary[{i}] is {show(entry, 60)}."
+                f"vocabulary[{i}] is {abbreviated(entry, 60)}."
             )
         pieces.append(entry[0])
         scores.append(check_number(f"the score of vocabulary[{i}] ({entry[0]!r})", entry[1], -math.inf, math.inf))
@@ -179,7 +179,7 @@ class SentencePieceTokenizer(Tokenizer):
         self.split_on_metaspace = check_bool("split_on_metaspace", split_on_metaspace)
         self.unknown_token = unknown_token
         if isinstance(lstrip_tokens, str) or not isinstance(lstrip_tokens, (list, tuple, set, frozenset)):
-            raise TypeError(f"lstrip_tokens must be a list of special tokens; got {show(lstrip_tokens)}.")
+            raise TypeError(f"lstrip_tokens must be a list of special tokens; got {abbreviated(lstrip_tokens)}.")
         self.lstrip_tokens = [check_string(f"lstrip_tokens[{i}]", t) for i, t in enumerate(lstrip_tokens)]
         self.special_tokens_in_text = check_bool("special_tokens_in_text", special_tokens_in_text)
         self._set_special_tokens(cls_token, sep_token, pad_token, mask_token, unknown_token)

@@ -7,7 +7,7 @@ written load in kerasbert and in transformers alike.
 import glob
 import os
 
-from kerasbert.utils.checks import check_bool, check_file, check_int, check_number, check_output_directory, show
+from kerasbert.utils.checks import abbreviated, check_bool, check_file, check_int, check_number, check_output_directory
 
 
 def _expand(files):
@@ -16,19 +16,19 @@ def _expand(files):
     if isinstance(files, (str, os.PathLike)):
         files = [files]
     if not isinstance(files, (list, tuple)):
-        raise TypeError(f"files must be a path, a glob pattern or a list of them; got {show(files)}.")
+        raise TypeError(f"files must be a path, a glob pattern or a list of them; got {abbreviated(files)}.")
     if not files:
         raise ValueError("files=[] names no file; give a path, a glob pattern or a list of them.")
     paths = []
     for i, pattern in enumerate(files):
         if not isinstance(pattern, (str, os.PathLike)):
-            raise TypeError(f"files[{i}] must be a path or a glob pattern; got {show(pattern)}.")
+            raise TypeError(f"files[{i}] must be a path or a glob pattern; got {abbreviated(pattern)}.")
         matches = sorted(glob.glob(os.fspath(pattern)))
         if not matches:
             raise FileNotFoundError(f"files={os.fspath(pattern)!r} matches no file.")
         paths += [check_file("files", path, "a text file") for path in matches]
     if not any(os.path.getsize(path) for path in paths):
-        raise ValueError(f"files={show(paths)} are empty: there is no text to train on.")
+        raise ValueError(f"files={abbreviated(paths)} are empty: there is no text to train on.")
     return paths
 
 
@@ -164,7 +164,7 @@ def train_sentencepiece(
                             out.write(line + "\n")
                             lines += 1
         if not lines:
-            raise ValueError(f"files={show(paths)} hold only whitespace: there is no text to train on.")
+            raise ValueError(f"files={abbreviated(paths)} hold only whitespace: there is no text to train on.")
         sentencepiece.set_random_generator_seed(seed)
         sentencepiece.SentencePieceTrainer.train(
             input=text, model_prefix=os.path.join(work, "spiece"), vocab_size=vocabulary_size,

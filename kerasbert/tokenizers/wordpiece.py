@@ -9,7 +9,7 @@ import keras
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
 from kerasbert.tokenizers.files import write_wordpiece_files
-from kerasbert.utils.checks import check_bool, check_file, check_int, check_string, show
+from kerasbert.utils.checks import abbreviated, check_bool, check_file, check_int, check_string
 from kerasbert.utils.optional import tf, tf_text
 from kerasbert.utils.ragged import join_rows, row_ids, row_positions, splits_of_rows
 
@@ -122,7 +122,7 @@ class WordPieceTokenizer(Tokenizer):
             piece = token[len(self.suffix_indicator):] if token.startswith(self.suffix_indicator) else token
             if "\x00" in token or len(piece.encode("utf-8")) > 256:
                 raise ValueError(
-                    f"vocabulary[{i}]={show(token)} cannot be a WordPiece token: tokens hold no NUL character "
+                    f"vocabulary[{i}]={abbreviated(token)} cannot be a WordPiece token: tokens hold no NUL character "
                     "and at most 256 UTF-8 bytes (without the suffix indicator). Is the vocabulary file damaged?"
                 )
 

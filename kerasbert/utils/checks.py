@@ -19,7 +19,7 @@ from kerasbert.utils.optional import is_ragged, is_tensor, tf
 INT32_MAX = 2**31 - 1  # token ids and lengths are int32 tensors
 
 
-def show(value, limit=80):
+def abbreviated(value, limit=80):
     """`repr(value)`, abbreviated to about `limit` characters; tensors and
     arrays as their type, dtype and shape."""
     if isinstance(value, np.ndarray) or is_tensor(value):
@@ -48,15 +48,28 @@ def is_int(value):
 
 def check_int(name, value, minimum=None, maximum=None, why="", allow_none=False):
     """An integer in [minimum, maximum] (either bound optional) -> int, or
-    None where allowed; else a ValueError."""
+    None where allowed; a TypeError for another type (a bool included), a
+    ValueError out of bounds.
+
+    >>> check_int("batch_size", 0, 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: batch_size must be a positive integer; got 0.
+    """
     if value is None and allow_none:
         return None
-    if not (is_int(value) and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)):
+    if is_int(value) and (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
+        return int(value)
+    if minimum == 1 and maximum is None:
+        accepted = "a positive integer"
+    elif minimum is not None and maximum is not None and maximum < 2**20:  # bounds at a human scale
+        accepted = f"an integer in [{minimum}, {maximum}]"
+    else:
         bounds = [f">= {minimum}"] * (minimum is not None) + [f"<= {_number(maximum)}"] * (maximum is not None)
         accepted = "an integer" + (" " + " and ".join(bounds) if bounds else "")
-        accepted = f"None or {accepted}" if allow_none else accepted
-        raise ValueError(f"{name} must be {accepted}{why}; got {show(value)}.")
-    return int(value)
+    accepted = f"{accepted} or None" if allow_none else accepted
+    error = ValueError if is_int(value) else TypeError
+    raise error(f"{name} must be {accepted}{why}; got {abbreviated(value)}.")
 
 
 def check_id(name, value, vocabulary_size=None, allow_none=False):
@@ -71,18 +84,37 @@ def check_ids(name, values, vocabulary_size=None):
     if isinstance(values, np.ndarray):
         values = values.tolist()
     if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, set, frozenset, range)):
-        raise TypeError(f"{name} must be a list of token ids (integers); got {show(values)}.")
+        raise TypeError(f"{name} must be a list of token ids (integers); got {abbreviated(values)}.")
     return [check_id(f"{name}[{i}]", v, vocabulary_size) for i, v in enumerate(values)]
 
 
-def check_number(name, value, low, high, why=""):
-    """A real number in [low, high] (finite, not a bool) -> float; else a
-    ValueError."""
-    if not (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-            and math.isfinite(value) and low <= value <= high):
-        accepted = "a finite number" if (low, high) == (-math.inf, math.inf) else f"in [{low:g}, {high:g}] (a number)"
-        raise ValueError(f"{name} must be {accepted}{why}; got {show(value)}.")
-    return float(value)
+def check_number(name, value, low=-math.inf, high=math.inf, why="", low_open=False, high_open=False,
+                 allow_none=False):
+    """A finite real number in [low, high] -> float (an end left out where
+    `*_open`), or None where allowed; a TypeError for another type (a bool
+    included), a ValueError for NaN, an infinity or a number out of bounds.
+
+    >>> check_number("beta_1", 1.0, 0, 1, high_open=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: beta_1 must be a number in [0, 1); got 1.0.
+    """
+    if value is None and allow_none:
+        return None
+    real = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    if real and math.isfinite(value) and (value > low if low_open else value >= low) \
+            and (value < high if high_open else value <= high):
+        return float(value)
+    if (low, high) == (-math.inf, math.inf):
+        accepted = "a finite number"
+    elif high == math.inf:
+        accepted = f"a number {'>' if low_open else '>='} {low:g}"
+    elif low == -math.inf:
+        accepted = f"a number {'<' if high_open else '<='} {high:g}"
+    else:
+        accepted = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    accepted = f"{accepted} or None" if allow_none else accepted
+    raise (ValueError if real else TypeError)(f"{name} must be {accepted}{why}; got {abbreviated(value)}.")
 
 
 def check_bool(name, value, allow_none=False):
@@ -91,15 +123,23 @@ def check_bool(name, value, allow_none=False):
         return None
     if not isinstance(value, (bool, np.bool_)):
         accepted = "True, False or None" if allow_none else "True or False"
-        raise TypeError(f"{name} must be {accepted}; got {show(value)}.")
+        raise TypeError(f"{name} must be {accepted}; got {abbreviated(value)}.")
     return bool(value)
 
 
 def check_choice(name, value, choices):
-    """One of the strings `choices`, else a ValueError."""
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name}={show(value)}; expected one of {tuple(choices)}.")
-    return value
+    """One of `choices` (strings, or True/False among them), else a
+    ValueError.
+
+    >>> check_choice("pooling", "max", ("cls", "mean"))
+    Traceback (most recent call last):
+    ...
+    ValueError: pooling='max'; expected one of ('cls', 'mean').
+    """
+    # (1 == True: a bool is only accepted where a bool is one of the choices, and the other way round.)
+    if any(value is c or value == c and isinstance(value, bool) == isinstance(c, bool) for c in choices):
+        return value
+    raise ValueError(f"{name}={abbreviated(value)}; expected one of {tuple(choices)}.")
 
 
 def check_string(name, value, allow_empty=True, what="", allow_bytes=False):
@@ -107,7 +147,7 @@ def check_string(name, value, allow_empty=True, what="", allow_bytes=False):
     TypeError; `what` says what the string is (e.g. "text or a word")."""
     if not isinstance(value, (str, bytes) if allow_bytes else str) or (not value and not allow_empty):
         accepted = ("a string" if allow_empty else "a non-empty string") + (f" ({what})" if what else "")
-        raise TypeError(f"{name} must be {accepted}; got {show(value)} ({type(value).__name__}).")
+        raise TypeError(f"{name} must be {accepted}; got {abbreviated(value)} ({type(value).__name__}).")
     return value
 
 
@@ -115,7 +155,7 @@ def check_file(name, path, what="a file"):
     """An existing regular file -> its path as str. A missing file raises
     FileNotFoundError, anything else a TypeError or ValueError."""
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be the path of {what}; got {show(path)}.")
+        raise TypeError(f"{name} must be the path of {what}; got {abbreviated(path)}.")
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{name}={path!r}: no such file; expected the path of {what}.")
@@ -127,7 +167,7 @@ def check_file(name, path, what="a file"):
 def check_output_directory(name, path):
     """A directory to write into (created if missing) -> its path as str."""
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise TypeError(f"{name} must be a directory path; got {show(path)}.")
+        raise TypeError(f"{name} must be a directory path; got {abbreviated(path)}.")
     path = os.fspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"{name}={path!r} is a file; expected a directory to write into.")
@@ -169,13 +209,13 @@ def token_id_rows(name, ids, vocabulary_size=None):
     if isinstance(ids, np.ndarray):
         ids = ids.tolist()
     if not isinstance(ids, (list, tuple)):
-        raise TypeError(f"{name} must be {accepted}; got {show(ids)}.")
+        raise TypeError(f"{name} must be {accepted}; got {abbreviated(ids)}.")
     rows = [row.tolist() if isinstance(row, np.ndarray) else row for row in ids]
     single = not any(isinstance(row, (list, tuple)) for row in rows)
     rows = [rows] if single else rows
     for i, row in enumerate(rows):
         if not isinstance(row, (list, tuple)):
-            raise TypeError(f"{name} mixes token ids and lists of them ({name}[{i}]={show(row)}); give {accepted}.")
+            raise TypeError(f"{name} mixes token ids and lists of them ({name}[{i}]={abbreviated(row)}); give {accepted}.")
     lengths = [len(row) for row in rows]
     flat = list(itertools.chain.from_iterable(rows))
     values = np.asarray(flat) if flat else np.zeros([0], np.int64)
@@ -191,9 +231,9 @@ def token_id_rows(name, ids, vocabulary_size=None):
         where = f"{name}[{k}]" if single else f"{name}[{i}][{k - sum(lengths[:i])}]"
         value = flat[k]
         if isinstance(value, (list, tuple, np.ndarray)):
-            raise ValueError(f"{name} must be {accepted}, not deeper; {where} is {show(value)}.")
+            raise ValueError(f"{name} must be {accepted}, not deeper; {where} is {abbreviated(value)}.")
         if not is_int(value):
-            raise TypeError(f"{where} must be a token id (an integer); got {show(value)}.")
+            raise TypeError(f"{where} must be a token id (an integer); got {abbreviated(value)}.")
         bounds = f"the vocabulary [0, {vocabulary_size})" if vocabulary_size is not None else "[0, 2**31)"
         raise ValueError(f"{where}={value} is outside {bounds}.")
     batch = tf.RaggedTensor.from_row_lengths(
@@ -210,14 +250,14 @@ def token_ids(name, ids, vocabulary_size=None):
     as they are."""
     if isinstance(ids, np.ndarray) and ids.dtype != object:
         if ids.dtype.kind not in "iu":
-            raise TypeError(f"{name} must hold integer token ids; got {show(ids)}.")
+            raise TypeError(f"{name} must hold integer token ids; got {abbreviated(ids)}.")
         ids = tf.constant(ids)
     if not isinstance(ids, (tf.Tensor, tf.RaggedTensor)):
         return token_id_rows(name, ids, vocabulary_size)
     if not ids.dtype.is_integer:
-        raise TypeError(f"{name} must hold integer token ids; got {show(ids)}.")
+        raise TypeError(f"{name} must hold integer token ids; got {abbreviated(ids)}.")
     if ids.shape.rank not in (1, 2):
-        raise ValueError(f"{name} must be one sequence of token ids (rank 1) or a batch of them (rank 2); got {show(ids)}.")
+        raise ValueError(f"{name} must be one sequence of token ids (rank 1) or a batch of them (rank 2); got {abbreviated(ids)}.")
     check_id_values(name, ids, vocabulary_size)
     single = ids.shape.rank == 1
     batch = ids[None] if single else ids

@@ -5,7 +5,7 @@ and JAX clamp or give NaN, so they are named here first."""
 
 import numpy as np
 
-from kerasbert.utils.checks import show
+from kerasbert.utils.checks import abbreviated
 
 # `Targets.classes` and `feature_ranges` bounds for positions within the
 # packed sequence.
@@ -63,7 +63,7 @@ def check_features(features, encoder, names, name="x"):
     value. Tensors that NumPy cannot read (symbolic ones) pass unchecked."""
     if not isinstance(features, dict):
         raise TypeError(f"{name} must be packed features, a dict with {list(names)}; got "
-                        f"{type(features).__name__} {show(features)}.")
+                        f"{type(features).__name__} {abbreviated(features)}.")
     missing = [n for n in names if n not in features]
     if missing:
         raise ValueError(f"{name} lacks the features {missing}; the model takes {list(names)} (got "

@@ -17,14 +17,14 @@ from kerasbert.utils.integrity import check_seal, sealed
 def check_path(argument, value):
     """`value` as a path string, or a TypeError / ValueError naming
     `argument` when it cannot name a file."""
-    from kerasbert.utils.checks import show
+    from kerasbert.utils.checks import abbreviated
 
     if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{argument} must be a path (a str or os.PathLike); got {type(value).__name__}: "
-                        f"{show(value)}.")
+                        f"{abbreviated(value)}.")
     path = os.fspath(value)
     if not path.strip() or "\x00" in path:
-        raise ValueError(f"{argument}={show(path)} is not a usable path: it is empty, blank or holds a "
+        raise ValueError(f"{argument}={abbreviated(path)} is not a usable path: it is empty, blank or holds a "
                          "NUL character.")
     return path
 
@@ -128,32 +128,6 @@ def _read_safetensors_with_torch(path):
     return {k: v.to(torch.float32).numpy() for k, v in load_file(path).items()}
 
 
-@contextlib.contextmanager
-def atomic_directory(path):
-    """Yields a temporary directory that replaces `path` on success.
-
-    If `path` appeared meanwhile (another process finished first), the
-    existing directory is kept and the temporary one discarded.
-    """
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=parent)
-    try:
-        yield tmp
-        for root, _, files in os.walk(tmp):
-            for name in files:
-                with open(os.path.join(root, name), "rb+") as f:
-                    os.fsync(f.fileno())
-        try:
-            os.rename(tmp, path)
-        except OSError:
-            if not os.path.isdir(path):
-                raise
-        _fsync_directory(parent)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def _exchange(a, b):
     """Swaps two paths in one atomic step (Linux `renameat2` with
     RENAME_EXCHANGE); False where the system or file system cannot."""
@@ -174,16 +148,21 @@ def _exchange(a, b):
 
 
 @contextlib.contextmanager
-def _staged_directory(path, start_from_existing):
+def staged_directory(path, start_from_existing=False, first_writer_wins=False):
     """Yields a directory beside `path` to write into (holding hard links to
-    `path`'s files if `start_from_existing`); when the block completes it
-    takes `path`'s place. Where the system can swap two directories
-    atomically (Linux), a reader, or a process killed at any point, sees
-    either the whole previous directory or the whole new one. Elsewhere a
-    kill between two renames leaves the previous directory in a
+    `path`'s files if `start_from_existing`); when the block completes, its
+    files are synced and it takes `path`'s place. Where the system can swap
+    two directories atomically (Linux), a reader, or a process killed at any
+    point, sees either the whole previous directory or the whole new one.
+    Elsewhere a kill between two renames leaves the previous directory in a
     `.kerasbert-staging-*` folder beside `path`. On failure `path` is left
     as it was. Writers must replace files in it (`atomic_file`), never
-    write into them: the files carried over are links to the old ones."""
+    write into them: the files carried over are links to the old ones.
+
+    With `first_writer_wins` (caches, checkpoints of one step), a `path`
+    that exists when the block completes, written by another process
+    meanwhile, is kept and this directory discarded.
+    """
     path = os.fspath(path)
     if os.path.islink(path):  # replace the directory it points to, keep the link
         path = os.path.realpath(path)
@@ -203,8 +182,22 @@ def _staged_directory(path, start_from_existing):
         else:
             os.mkdir(written)
         yield written
+        for root, _, files in os.walk(written):
+            for name in files:
+                if not os.path.islink(os.path.join(root, name)):
+                    descriptor = os.open(os.path.join(root, name), os.O_RDONLY)
+                    try:
+                        os.fsync(descriptor)
+                    finally:
+                        os.close(descriptor)
         if not os.path.lexists(path):
-            os.rename(written, path)
+            try:
+                os.rename(written, path)
+            except OSError:  # written meanwhile
+                if not (first_writer_wins and os.path.isdir(path)):
+                    raise
+        elif first_writer_wins:
+            pass
         elif not _exchange(written, path):
             os.replace(path, os.path.join(staging, "replaced"))
             os.replace(written, path)
@@ -215,16 +208,16 @@ def _staged_directory(path, start_from_existing):
 
 def updating_directory(path, argument="preset_dir"):
     """Yields a copy of directory `path` (or a new empty one) to change;
-    the changed copy replaces `path` as a whole (see `_staged_directory`).
+    the changed copy replaces `path` as a whole (see `staged_directory`).
     `argument` names `path` in errors."""
-    return _staged_directory(check_path(argument, path), start_from_existing=True)
+    return staged_directory(check_path(argument, path), start_from_existing=True)
 
 
 def replacing_directory(path, overwrite=False, hint="pass overwrite=True", argument="filepath"):
     """Yields an empty directory that replaces `path` as a whole when the
-    block completes (see `_staged_directory`). An existing `path` raises
+    block completes (see `staged_directory`). An existing `path` raises
     FileExistsError (naming `hint`) unless `overwrite`."""
     path = check_path(argument, path)
     if os.path.lexists(path) and not overwrite:
         raise FileExistsError(f"{path} already exists; {hint} to replace it.")
-    return _staged_directory(path, start_from_existing=False)
+    return staged_directory(path)

@@ -1,0 +1,68 @@
+"""The `kerasbert` command (docs/cli.md).
+
+Results go to stdout (or to an --output file, written atomically); progress
+lines go to stderr. Exit status: 0 on success, 2 for bad usage or input
+(argparse's own errors, and ValueError, TypeError, FileNotFoundError,
+FileExistsError or NotImplementedError raised by a command, printed as one
+line `kerasbert COMMAND: error: ...`; also IsADirectoryError,
+NotADirectoryError and PermissionError, a path that cannot be used); anything
+else is a bug or a failure of the machine, shown with its traceback (exit
+status 1).
+"""
+
+import argparse
+import os
+
+from kerasbert.cli import convert, embed, evaluate, export, finetune, predict, presets, pretrain
+from kerasbert.utils.hardware import prefer_onednn
+from kerasbert.utils.optional import import_quietly
+
+EXIT_CODES = """exit status:
+  0  success
+  2  bad usage or input: an unknown or invalid flag, a missing or unreadable file, a preset
+     of the wrong kind, an output that exists without --overwrite (one line on stderr:
+     "kerasbert COMMAND: error: ...")
+  1  an unexpected failure (a Python traceback)
+
+Results go to stdout or --output; progress lines go to stderr. Every command: docs/cli.md."""
+
+# One module per command: each adds its parser (`add_parser`) and runs it
+# (`run`), importing what it needs when it runs.
+COMMANDS = (presets, pretrain, finetune, export, convert, evaluate, predict, embed)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="kerasbert",
+        description="BERT, ALBERT, RoBERTa and ELECTRA on Keras 3.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    for command in COMMANDS:
+        command.add_parser(commands)
+    return parser
+
+
+def main(argv=None):
+    # Before TensorFlow is imported, which reads both once: its C++ log lines
+    # stay out of the output, and its oneDNN kernels are on.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    prefer_onednn()
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # TEXT arguments after a flag (`embed PRESET --output v.npy TEXT`) are still texts
+        if getattr(args, "texts", None) is None or any(e.startswith("-") for e in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.texts = [*args.texts, *extra]
+    if getattr(args, "jit_compile", None) is not None:
+        args.jit_compile = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
+    import_quietly("tensorflow")
+    try:
+        return args.run(args)
+    except (ValueError, TypeError, NotImplementedError, FileNotFoundError, FileExistsError, IsADirectoryError,
+            NotADirectoryError, PermissionError) as e:
+        parser.exit(2, f"kerasbert {args.command}: error: {e}\n")
+    except (FloatingPointError, MemoryError) as e:  # a NaN loss or out of memory (kerasbert.tasks.training_faults)
+        parser.exit(3, f"kerasbert {args.command}: training stopped: {e}\n")

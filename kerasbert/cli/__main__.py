@@ -1,0 +1,7 @@
+"""`python -m kerasbert.cli`: the `kerasbert` command."""
+
+import sys
+
+from kerasbert.cli import main
+
+sys.exit(main())

@@ -1,0 +1,52 @@
+"""`kerasbert export`: a task preset as a SavedModel that takes raw strings."""
+
+import os
+
+from kerasbert.cli.common import finite_number, only_for, positive_int
+
+
+def run(args):
+    from kerasbert.tasks.task import load_task
+
+    options = {"pairs": True} if args.pairs else {}
+    for name in ("top_k", "n_best_size", "max_answer_length", "null_score_threshold"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    if os.path.lexists(args.output) and not args.overwrite:  # before any loading
+        raise FileExistsError(f"{args.output} already exists; pass --overwrite to replace it.")
+    task = load_task(args.preset)
+    kind = type(task).__name__
+    if args.pairs and kind != "TextClassifier":
+        raise ValueError(f"--pairs is for TextClassifier presets; {args.preset} holds a {kind}.")
+    only_for(kind, "MaskedLM", args, ("top_k",))
+    only_for(kind, "QuestionAnswerer", args, ("n_best_size", "max_answer_length", "null_score_threshold"))
+    path = task.export(args.output, overwrite=args.overwrite, **options)
+    print(f"SavedModel written: {path} (signature serving_default; docs/export.md)")
+    return 0
+
+
+def add_parser(commands):
+    parser = commands.add_parser(
+        "export",
+        help="write a fine-tuned task as a SavedModel that takes raw text",
+        description="Exports a task preset directory (the best/ or final/ of `kerasbert finetune`, "
+        "or a task's save_to_preset) as a TensorFlow SavedModel whose serving_default signature "
+        "takes raw strings, the tokenizer inside; it runs with TensorFlow and tensorflow-text alone "
+        "(docs/export.md).",
+    )
+    add = parser.add_argument
+    add("preset", metavar="PRESET", help="a task preset directory (one with task.json)")
+    add("output", metavar="OUTPUT", help="the SavedModel directory to create")
+    add("--pairs", action="store_true",
+        help="text classifiers: take sentence pairs (inputs text and text_pair)")
+    add("--top-k", type=positive_int, metavar="K", help="masked LM: the candidates returned per mask (default 5)")
+    add("--n-best-size", type=positive_int, metavar="N",
+        help="question answering: the best starts and ends of each window paired into spans (default: the "
+        "task's, 20 unless set)")
+    add("--max-answer-length", type=positive_int, metavar="N",
+        help="question answering: the longest answer in tokens (default: the task's, 30 unless set)")
+    add("--null-score-threshold", type=finite_number, metavar="X",
+        help="question answering, SQuAD v2.0: answer \"\" when the no-answer score beats the best span by "
+        "more than X (default: the task's; 0 after `kerasbert finetune` on a SQuAD v2.0 file)")
+    add("--overwrite", action="store_true", help="replace OUTPUT if it exists (only once the new export is complete)")
+    parser.set_defaults(run=run)

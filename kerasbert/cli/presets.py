@@ -1,0 +1,40 @@
+"""`kerasbert presets`: the built-in presets as a table."""
+
+
+
+
+def run(args):
+    from kerasbert.presets import get_preset, list_presets
+
+    rows = []
+    for name in list_presets():
+        spec = get_preset(name)
+        if args.family and spec["family"] != args.family:
+            continue
+        e = spec["encoder"]
+        rows.append((
+            name,
+            spec["family"],
+            f"{spec['metadata']['parameter_count'] / 1e6:.1f}M",
+            f"{e['num_layers']}/{e['hidden_dim']}/{e['num_heads']}",
+            spec["metadata"]["license"],
+            spec["weights"]["huggingface"],
+        ))
+    header = ("preset", "family", "params", "L/H/A", "license", "weights (Hugging Face)")
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in rows:
+            print("| " + " | ".join(f"`{v}`" if i in (0, 5) else str(v) for i, v in enumerate(row)) + " |")
+        return 0
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
+    return 0
+
+
+def add_parser(commands):
+    parser = commands.add_parser("presets", help="list the built-in presets as a table")
+    parser.add_argument("--family", choices=["bert", "albert", "roberta", "electra"], help="show only one model family")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table (docs/presets.md uses it)")
+    parser.set_defaults(run=run)
