@@ -371,7 +371,7 @@ def test_bad_arguments(minilm_tokenizer):
     good = np.zeros((len(windows), 32))
     with pytest.raises(ValueError, match=r"end_logits must have shape .*\(1, 32\).*got \(1, 31\)"):
         decode_answers(windows, good, good[:, :31])
-    with pytest.raises(ValueError, match="n_best_size must be an integer >= 1; got 0"):
+    with pytest.raises(ValueError, match="n_best_size must be a positive integer; got 0"):
         decode_answers(windows, good, good, n_best_size=0)
     with pytest.raises(TypeError, match="windows must be a QuestionAnsweringWindows"):
         decode_answers(windows.features, good, good)

@@ -113,10 +113,11 @@ def run_settings(preset, task):
     """The settings of the `kerasbert finetune` run that wrote `preset` (its
     OUTPUT/best or OUTPUT/final): OUTPUT/run.json, or {} for other presets."""
     from kerasbert.runs.options import BEST, FINAL
+    from kerasbert.runs.records import RUN_FILE
     from kerasbert.utils.io import read_json
 
     directory = os.path.abspath(preset)
-    path = os.path.join(os.path.dirname(directory), "run.json")
+    path = os.path.join(os.path.dirname(directory), RUN_FILE)
     if os.path.basename(directory) not in (BEST, FINAL) or not os.path.isfile(path):
         return {}
     settings = read_json(path, "kerasbert finetune run.json")

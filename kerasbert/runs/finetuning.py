@@ -44,6 +44,7 @@ from kerasbert.runs.options import (  # noqa: F401 (re-exported)
     SQUAD_METRICS,
     TASKS,
 )
+from kerasbert.runs.records import extend_history, start_run
 from kerasbert.utils.checks import check_bool, check_choice, check_int, check_number
 from kerasbert.utils.io import replacing_directory, write_json
 
@@ -359,9 +360,7 @@ class _EpochRecorder(keras.callbacks.Callback):
         entry = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()}}
         scores = self.validator(self.model) if self.validator is not None else {}
         entry.update({f"val_{k}": v for k, v in scores.items()})
-        for key, value in entry.items():
-            self.history.setdefault(key, []).append(value)
-        write_json(os.path.join(self.output, "history.json"), self.history)
+        extend_history(self.output, self.history, entry)
         if self.validator is None:
             return
         metric = self.settings["metric"]
@@ -585,8 +584,7 @@ def finetune(
         settings.update(doc_stride=model.preprocessor.doc_stride,
                         max_question_length=model.preprocessor.max_question_length)
 
-    os.makedirs(output, exist_ok=True)
-    write_json(os.path.join(output, "run.json"), settings)
+    start_run(output, settings)
     validator = None if validation is None else Validator(settings, validation)
     recorder = _EpochRecorder(output, settings, validator, verbose)
     fit_options = {"batch_size": batch_size, "epochs": epochs, "callbacks": [*(callbacks or []), recorder],

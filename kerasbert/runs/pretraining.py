@@ -28,9 +28,10 @@ import keras
 from kerasbert import checkpointing
 from kerasbert.distribution import training_scope
 from kerasbert.runs.options import OBJECTIVES, OPTIMIZERS, PRECISIONS  # noqa: F401 (re-exported)
+from kerasbert.runs.records import RUN_FILE, extend_history, start_run
 from kerasbert.utils.checks import check_choice, check_int
 from kerasbert.utils.hardware import xla_on_cpu
-from kerasbert.utils.io import read_json, write_json
+from kerasbert.utils.io import read_json
 
 ARCHITECTURE_FLAGS = ("num_layers", "hidden_dim", "num_heads", "intermediate_dim")
 # Settings that may change when a run is resumed.
@@ -194,10 +195,7 @@ class _RunRecorder(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         step = (epoch + 1) * self.settings["log_every"]
-        self.history.setdefault("step", []).append(step)
-        for key, value in (logs or {}).items():
-            self.history.setdefault(key, []).append(float(value))
-        write_json(os.path.join(self.output, "history.json"), self.history)
+        extend_history(self.output, self.history, {"step": step, **{k: float(v) for k, v in (logs or {}).items()}})
         if step % self.settings["checkpoint_every"] == 0 or step == self.settings["steps"]:
             directory = os.path.join(self.output, "checkpoints")
             checkpointing.save_checkpoint(directory, self.model, step, self.history)
@@ -322,7 +320,7 @@ def pretrain(
     )
     config, kind, options = _preset_description(settings["preset"])
     _check_sequence_length(sequence_length, batch_size, num_heads or config["num_heads"], config, from_scratch)
-    run_file = os.path.join(output, "run.json")
+    run_file = os.path.join(output, RUN_FILE)
     if os.path.isfile(run_file):
         if not resume:
             raise FileExistsError(
@@ -339,8 +337,7 @@ def pretrain(
                 f"resume=True continues the run in {output}, which used other settings "
                 f"(was, now): {changed}. Resume with the same settings or use a new output."
             )
-    os.makedirs(output, exist_ok=True)
-    write_json(run_file, settings)
+    start_run(output, settings)
 
     # Vocabulary: made (or copied) once, then read back by every resume.
     tokenizer_dir = os.path.join(output, "tokenizer")

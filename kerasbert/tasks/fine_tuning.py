@@ -31,7 +31,7 @@ from kerasbert.tasks.task import (  # noqa: F401 (TASK_FILE, TASK_WEIGHTS_FILE, 
     encoder_inputs,
     text_signature,
 )
-from kerasbert.utils.checks import abbreviated, check_int
+from kerasbert.utils.checks import abbreviated, check_int, check_number
 from kerasbert.utils.examples import (
     check_examples,
     check_sample_weight,
@@ -193,9 +193,7 @@ class FineTuningTask(Task):
                  "layer_decay": layer_decay, "weight_decay": weight_decay, "warmup_fraction": warmup_fraction}
         recipe.update({k: v for k, v in given.items() if v is not None})
         recipe["accumulation_steps"] = accumulation_steps
-        fraction = recipe["warmup_fraction"]
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
-            raise ValueError(f"warmup_fraction must be a number in [0, 1]; got {fraction!r}.")
+        check_number("warmup_fraction", recipe["warmup_fraction"], 0, 1)
         self._recipe = recipe if isinstance(optimizer, str) and optimizer == "auto" else None
         if self._recipe is not None:
             # A stand-in until `fit` knows the number of steps.

@@ -19,6 +19,12 @@ from kerasbert.utils.optional import is_ragged, is_tensor, tf
 INT32_MAX = 2**31 - 1  # token ids and lengths are int32 tensors
 
 
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong type: a TypeError, and a ValueError too, so
+    that code catching bad values (`except ValueError`) catches it (as
+    NumPy's `AxisError` is both a ValueError and an IndexError)."""
+
+
 def abbreviated(value, limit=80):
     """`repr(value)`, abbreviated to about `limit` characters; tensors and
     arrays as their type, dtype and shape."""
@@ -48,8 +54,8 @@ def is_int(value):
 
 def check_int(name, value, minimum=None, maximum=None, why="", allow_none=False):
     """An integer in [minimum, maximum] (either bound optional) -> int, or
-    None where allowed; a TypeError for another type (a bool included), a
-    ValueError out of bounds.
+    None where allowed; an `ArgumentTypeError` for another type (a bool
+    included), a ValueError out of bounds.
 
     >>> check_int("batch_size", 0, 1)
     Traceback (most recent call last):
@@ -68,7 +74,7 @@ def check_int(name, value, minimum=None, maximum=None, why="", allow_none=False)
         bounds = [f">= {minimum}"] * (minimum is not None) + [f"<= {_number(maximum)}"] * (maximum is not None)
         accepted = "an integer" + (" " + " and ".join(bounds) if bounds else "")
     accepted = f"{accepted} or None" if allow_none else accepted
-    error = ValueError if is_int(value) else TypeError
+    error = ValueError if is_int(value) else ArgumentTypeError
     raise error(f"{name} must be {accepted}{why}; got {abbreviated(value)}.")
 
 
@@ -91,8 +97,9 @@ def check_ids(name, values, vocabulary_size=None):
 def check_number(name, value, low=-math.inf, high=math.inf, why="", low_open=False, high_open=False,
                  allow_none=False):
     """A finite real number in [low, high] -> float (an end left out where
-    `*_open`), or None where allowed; a TypeError for another type (a bool
-    included), a ValueError for NaN, an infinity or a number out of bounds.
+    `*_open`), or None where allowed; an `ArgumentTypeError` for another
+    type (a bool included), a ValueError for NaN, an infinity or a number
+    out of bounds.
 
     >>> check_number("beta_1", 1.0, 0, 1, high_open=True)
     Traceback (most recent call last):
@@ -114,7 +121,8 @@ def check_number(name, value, low=-math.inf, high=math.inf, why="", low_open=Fal
     else:
         accepted = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
     accepted = f"{accepted} or None" if allow_none else accepted
-    raise (ValueError if real else TypeError)(f"{name} must be {accepted}{why}; got {abbreviated(value)}.")
+    error = ValueError if real else ArgumentTypeError
+    raise error(f"{name} must be {accepted}{why}; got {abbreviated(value)}.")
 
 
 def check_bool(name, value, allow_none=False):
