@@ -21,26 +21,19 @@ import platform
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HIDDEN = ("tensorflow", "tensorflow_text", "tensorboard", "tensorboard_data_server", "tf_keras")
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from helpers import site_without_tensorflow  # noqa: E402
+
 STATEMENTS = {
     "import kerasbert": "import kerasbert",
     "import kerasbert; kerasbert.Encoder": "import kerasbert; kerasbert.Encoder",
     "import keras; import kerasbert": "import keras; import kerasbert",
     "kerasbert --help": "from kerasbert.cli import build_parser; build_parser().format_help()",
 }
-
-
-def site_without_tensorflow(directory):
-    site = sysconfig.get_paths()["purelib"]
-    for name in os.listdir(site):
-        if name.split("-")[0].split(".")[0].lower() not in HIDDEN:
-            os.symlink(os.path.join(site, name), os.path.join(directory, name))
-    return directory
 
 
 def seconds(root, backend, statement, site=None):
@@ -71,7 +64,6 @@ def main():
     parser.add_argument("--json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        os.mkdir(os.path.join(tmp, "site"))
         site = site_without_tensorflow(os.path.join(tmp, "site"))
         cases = []
         for checkout in [("this", ROOT)] + ([("baseline", os.path.abspath(args.baseline))] if args.baseline else []):

@@ -237,3 +237,21 @@ def assert_graph_unchecked(graph):
                for node in function.node_def if node.op == "Assert"]
     asserts += [node.name for node in definition.node if node.op == "Assert"]
     assert not top and not asserts, f"conditionals {sorted(top)[:10]}, asserts {sorted(asserts)[:10]}"
+
+
+# Packages a Python "without TensorFlow" cannot see (site_without_tensorflow).
+TENSORFLOW_PACKAGES = ("tensorflow", "tensorflow_text", "tensorboard", "tensorboard_data_server", "tf_keras")
+
+
+def site_without_tensorflow(directory):
+    """A new directory of links to this interpreter's packages, TensorFlow's
+    left out: `python -S` plus `site.addsitedir(directory)` is a Python in
+    which TensorFlow and TensorFlow Text are not installed."""
+    import sysconfig
+
+    os.makedirs(directory)
+    site = sysconfig.get_paths()["purelib"]
+    for name in os.listdir(site):
+        if name.split("-")[0].split(".")[0].lower() not in TENSORFLOW_PACKAGES:
+            os.symlink(os.path.join(site, name), os.path.join(directory, name))
+    return directory

@@ -12,30 +12,17 @@ site directories off (`-S`).
 import os
 import subprocess
 import sys
-import sysconfig
 import types
 
 import keras
 import numpy as np
 import pytest
-from helpers import encoder_inputs, hf_outputs, make_hf_checkpoint
+from helpers import encoder_inputs, hf_outputs, make_hf_checkpoint, site_without_tensorflow
 
-HIDDEN = ("tensorflow", "tensorflow_text", "tensorboard", "tensorboard_data_server", "tf_keras")
 WORKER = os.path.join(os.path.dirname(__file__), "without_tensorflow_worker.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() == "tensorflow", reason="runs on JAX and PyTorch")
-
-
-def site_without_tensorflow(directory):
-    """A directory of links to this interpreter's packages, TensorFlow's left out."""
-    os.makedirs(directory)
-    site = sysconfig.get_paths()["purelib"]
-    for name in os.listdir(site):
-        package = name.split("-")[0].split(".")[0].lower()
-        if package not in HIDDEN:
-            os.symlink(os.path.join(site, name), os.path.join(directory, name))
-    return directory
 
 
 def test_modeling_without_tensorflow(tmp_path):

@@ -33,7 +33,7 @@ class _Deferred(types.ModuleType):
     """A module imported at its first attribute read."""
 
     def __getattr__(self, attribute):
-        if attribute.startswith("__") and attribute != "__version__":
+        if attribute.startswith("__"):
             raise AttributeError(attribute)  # probes by tools import nothing
         try:
             module = importlib.import_module(self.__name__)
@@ -46,20 +46,6 @@ class _Deferred(types.ModuleType):
 
 tf = _Deferred("tensorflow")
 tf_text = _Deferred("tensorflow_text")
-
-
-def available(name="tensorflow"):
-    """Whether `name` ("tensorflow" or "tensorflow_text") can be imported."""
-    try:
-        importlib.import_module(name)
-    except ImportError:
-        return False
-    return True
-
-
-def require(name="tensorflow"):
-    """Imports `name` now, or raises the ImportError that says what to install."""
-    getattr(tf if name == "tensorflow" else tf_text, "__version__")
 
 
 def is_tensor(value):
