@@ -61,8 +61,12 @@ def system_jobs(systems, backends):
 def run_worker(script, arguments, system, backend, cwd=None):
     """`script --worker ...` (`arguments`) in its own process under
     `backend`: the JSON of its last "RESULT " line, or None (its stderr
-    printed) when it failed."""
+    printed) when it failed. TensorFlow runs with its oneDNN kernels on
+    x86, as under the `kerasbert` command (`kerasbert.prefer_onednn`)."""
+    from kerasbert.utils.hardware import prefer_onednn
+
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    prefer_onednn(env, modules={})  # the worker's environment, before it imports TensorFlow
     done = subprocess.run([sys.executable, script, *arguments], check=False, env=env, capture_output=True, text=True,
                           cwd=cwd)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]

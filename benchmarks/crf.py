@@ -32,9 +32,9 @@ BATCH, SEQUENCE_LENGTH = 16, 64
 
 
 def worker(args):
-    import kerasbert  # first: TensorFlow's oneDNN kernels on x86 (kerasbert.utils.hardware)
     import keras
 
+    import kerasbert
     from kerasbert.readers import read_conll
 
     data = read_conll(SAMPLE)

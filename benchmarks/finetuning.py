@@ -88,8 +88,9 @@ def checkpoint_directory():
 
 
 def run_kerasbert(data, seed, precision):
-    import kerasbert  # first: TensorFlow's oneDNN kernels on x86 (kerasbert.utils.hardware)
     import keras
+
+    import kerasbert
 
     (x, y), (x_test, y_test) = data
     keras.utils.set_random_seed(seed)

@@ -3,7 +3,7 @@ backend: the train step at each padded length.
 
     KERAS_BACKEND=jax .venv/bin/python benchmarks/finetuning_steps.py [--seed 0] [--train 4000]
 
-Builds the epoch's batches as `TextClassifier.fit` does (its `_feed`:
+Builds the epoch's batches as `TextClassifier.fit` does (its `_batches_of`:
 length-grouped, padded to the lengths fitted to the examples, `COMPILED_SHAPES`
 of them under XLA), then runs each batch through `train_on_batch` with the
 fine-tuning recipe's optimizer, timing every call (each returns its logs to
@@ -35,10 +35,10 @@ def main():
     model = kerasbert.TextClassifier.from_preset("all_minilm_l6_v2", num_classes=2, sequence_length=MAX_TOKENS)
     model.compile(learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
     start = time.perf_counter()
-    batches = list(model._feed(x, y, batch_size=BATCH, shuffle=True, needs_y=True).as_numpy_iterator())
+    batches = list(model._batches_of(x, y, batch_size=BATCH, shuffle=True, needs_y=True).as_numpy_iterator())
     print(f"{keras.backend.backend()}, jit_compile={model.jit_compile}: {len(batches)} batches built in "
           f"{time.perf_counter() - start:.2f} s")
-    model._compile_recipe(len(batches))  # what `fit` compiles for one epoch of these steps
+    model._start_schedule(len(batches))  # the schedule `fit` sets for one epoch of these steps
     times = collections.defaultdict(list)  # (rows, width) -> seconds of each call
     start = time.perf_counter()
     for features, labels in batches:

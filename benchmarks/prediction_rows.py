@@ -31,9 +31,9 @@ def main():
     parser.add_argument("--json")
     args = parser.parse_args()
 
-    import kerasbert  # first: TensorFlow's oneDNN kernels on x86 (kerasbert.utils.hardware)
     import keras
 
+    import kerasbert
     from kerasbert.tasks.fine_tuning import FineTuningTask
 
     _, (texts, _) = split(args.seed, 4000, args.test)

@@ -80,10 +80,10 @@ def profile(args, dump, trace):
     os.environ["KERAS_BACKEND"] = "jax"
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump} --xla_dump_hlo_as_text"
     import jax
-    import kerasbert  # first: TensorFlow's oneDNN kernels on x86 (kerasbert.utils.hardware)
     import keras
-
     from finetuning import MAX_TOKENS, split
+
+    import kerasbert
 
     _, (texts, _) = split(args.seed, 4000, args.test)
     keras.utils.set_random_seed(args.seed)

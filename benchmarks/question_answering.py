@@ -81,8 +81,9 @@ def scores(model_answers, data):
 
 
 def run_kerasbert(data, seed):
-    import kerasbert  # first: TensorFlow's oneDNN kernels on x86 (kerasbert.utils.hardware)
     import keras
+
+    import kerasbert
 
     keras.utils.set_random_seed(seed)
     model = kerasbert.QuestionAnswerer.from_preset("all_minilm_l6_v2", sequence_length=SEQUENCE_LENGTH)

@@ -23,8 +23,6 @@ import json
 import os
 import shutil
 
-from kerasbert.convert.weights import is_huggingface_directory, load_huggingface_encoder
-from kerasbert.layers.initializers import placeholder_weights
 from kerasbert.utils.checks import abbreviated
 from kerasbert.utils.integrity import check_recorded
 from kerasbert.utils.io import (
@@ -32,7 +30,14 @@ from kerasbert.utils.io import (
     read_safetensors,
     staged_directory,
 )
-from kerasbert.utils.preset_files import PRESET_FILE, TOKENIZER_FILES, WEIGHTS_FILE, write_encoder_files, write_preset
+from kerasbert.utils.preset_files import (
+    PRESET_FILE,
+    TOKENIZER_FILES,
+    WEIGHTS_FILE,
+    is_huggingface_directory,
+    write_encoder_files,
+    write_preset,
+)
 
 _HF_DOWNLOAD_PATTERNS = (
     "config.json",
@@ -133,6 +138,7 @@ def from_preset(preset, load_weights=True, dtype=None):
     >>> encoder.num_layers, encoder.hidden_dim
     (2, 128)
     """
+    from kerasbert.convert.weights import load_huggingface_encoder
     from kerasbert.encoder import Encoder
 
     preset = _check_reference(preset)
@@ -239,6 +245,7 @@ def _names_code(value):
 
 def _load_kerasbert_directory(directory, load_weights, dtype):
     from kerasbert.encoder import Encoder
+    from kerasbert.layers.initializers import placeholder_weights
 
     path = os.path.join(directory, PRESET_FILE)
     spec = read_json(path, "kerasbert preset file")
@@ -274,6 +281,8 @@ def _assign_weights(encoder, path):
 
 def _cached_builtin(name):
     """The cache directory of a built-in preset, converted on first use."""
+    from kerasbert.convert.weights import load_huggingface_encoder
+
     spec = get_preset(name)
     cached = os.path.join(cache_root(), "presets", name)
     if not os.path.isfile(os.path.join(cached, PRESET_FILE)):

@@ -128,3 +128,29 @@ def test_several_steps_match_keras_adamw(classifier):
         variable.assign(value)
     for variable, a, b in zip(variables, ours, reference):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=variable.path)
+
+
+def test_each_fit_runs_its_own_schedule_as_a_task_compiled_anew():
+    # The recipe's schedule spans one fit: a second fit of another length
+    # trains as the same task compiled again would (moments and step counter
+    # at zero, warmup and decay over its own steps), not on the first fit's
+    # schedule traced into the train step.
+    rng = np.random.default_rng(0)
+
+    def data(rows):
+        features = {"token_ids": rng.integers(1, 53, (rows, 8)), "segment_ids": np.zeros((rows, 8), "int32"),
+                    "padding_mask": np.ones((rows, 8), "int32")}
+        return features, rng.integers(0, 3, rows)
+
+    first, second = data(40), data(12)
+    models = [kerasbert.TextClassifier(tiny_encoder(dropout=0.0), num_classes=3, dropout=0.0) for _ in range(2)]
+    models[1].set_weights(models[0].get_weights())
+    for model in models:
+        model.compile(learning_rate=1e-2, warmup_fraction=0.2)
+        model.fit(*first, batch_size=4, shuffle=False, verbose=0)  # 10 steps: warmup over 2
+    models[1].compile(learning_rate=1e-2, warmup_fraction=0.2)
+    for model in models:
+        model.fit(*second, batch_size=4, shuffle=False, verbose=0)  # 3 steps: no warmup, decay over 3
+        assert int(model.optimizer.iterations) == 3
+    for a, b in zip(*(model.get_weights() for model in models)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

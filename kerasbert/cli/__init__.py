@@ -5,13 +5,14 @@ lines go to stderr. Exit status: 0 on success, 2 for bad usage or input
 (argparse's own errors, and ValueError, TypeError, FileNotFoundError,
 FileExistsError or NotImplementedError raised by a command, printed as one
 line `kerasbert COMMAND: error: ...`; also IsADirectoryError,
-NotADirectoryError and PermissionError, a path that cannot be used); anything
-else is a bug or a failure of the machine, shown with its traceback (exit
-status 1).
+NotADirectoryError and PermissionError, a path that cannot be used); 3 when
+training stopped on a NaN loss or out of memory; anything else is a bug or a
+failure of the machine, shown with its traceback (exit status 1).
 """
 
 import argparse
 import os
+import sys
 
 from kerasbert.cli import convert, embed, evaluate, export, finetune, predict, presets, pretrain
 from kerasbert.utils.hardware import prefer_onednn
@@ -22,7 +23,8 @@ EXIT_CODES = """exit status:
   2  bad usage or input: an unknown or invalid flag, a missing or unreadable file, a preset
      of the wrong kind, an output that exists without --overwrite (one line on stderr:
      "kerasbert COMMAND: error: ...")
-  1  an unexpected failure (a Python traceback)
+  3  training stopped: a NaN or infinite loss, or out of memory (checkpoints kept)
+  1  an unexpected failure (a Python traceback), or stdout closed before the end
 
 Results go to stdout or --output; progress lines go to stderr. Every command: docs/cli.md."""
 
@@ -58,7 +60,8 @@ def main(argv=None):
         args.texts = [*args.texts, *extra]
     if getattr(args, "jit_compile", None) is not None:
         args.jit_compile = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
-    import_quietly("tensorflow")
+    if getattr(args, "tensorflow", True):  # every command but `presets` may read text with it
+        import_quietly("tensorflow")
     try:
         return args.run(args)
     except (ValueError, TypeError, NotImplementedError, FileNotFoundError, FileExistsError, IsADirectoryError,
@@ -66,3 +69,6 @@ def main(argv=None):
         parser.exit(2, f"kerasbert {args.command}: error: {e}\n")
     except (FloatingPointError, MemoryError) as e:  # a NaN loss or out of memory (kerasbert.tasks.training_faults)
         parser.exit(3, f"kerasbert {args.command}: training stopped: {e}\n")
+    except BrokenPipeError:  # stdout closed early (`kerasbert presets | head`): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit fails no more
+        return 1

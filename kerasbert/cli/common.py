@@ -52,6 +52,16 @@ def table_options(args, header):
     return options
 
 
+def add_answer_flags(add):
+    """How a question-answering task picks its answers (evaluate, predict,
+    export), defaulting to the task's own settings."""
+    add("--max-answer-length", type=positive_int, metavar="N",
+        help="question answering: the longest answer in tokens (default: the task's, 30 unless set)")
+    add("--null-score-threshold", type=finite_number, metavar="X",
+        help="question answering, SQuAD v2.0: answer \"\" when the no-answer score beats the best span by "
+        "more than X (default: the task's; 0 after `kerasbert finetune` on a SQuAD v2.0 file)")
+
+
 def add_table_flags(add, run_defaults=False):
     """The flags that say how to read a GLUE-style TSV file (finetune; with
     `run_defaults`, evaluate, where a finetune run's settings fill in)."""
@@ -70,9 +80,15 @@ def add_table_flags(add, run_defaults=False):
         help="classification: the TSV file starts with a header line (for a run whose files had none)")
 
 
-def wrapped(text):
-    """A description kept readable by the raw formatter its examples need."""
-    return textwrap.fill(text, width=100)
+def command_parser(commands, name, help, description=None, examples=()):
+    """The parser of command `name` (under `commands`, argparse
+    subparsers): its description wrapped at 100 columns, then its flags,
+    then its example command lines, kept as written."""
+    return commands.add_parser(
+        name, help=help, description=description and textwrap.fill(description, width=100),
+        epilog="examples:\n" + "\n".join(f"  {line}" for line in examples) if examples else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def step(message):

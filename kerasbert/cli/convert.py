@@ -1,10 +1,9 @@
 """`kerasbert convert`: kerasbert presets <-> Hugging Face checkpoints."""
 
-import argparse
 import os
 import warnings
 
-from kerasbert.cli.common import load_task, step, wrapped
+from kerasbert.cli.common import command_parser, load_task, step
 
 
 def run(args):
@@ -115,22 +114,22 @@ def _write_huggingface(model, source, directory, staging):
 
 
 def add_parser(commands):
-    parser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "convert",
         help="convert between Hugging Face checkpoints and kerasbert presets",
-        description=wrapped(
-            "Converts a Hugging Face checkpoint into a kerasbert preset directory, or a kerasbert "
-            "preset (a built-in name, an encoder preset or a task preset) into a Hugging Face checkpoint "
-            "(config.json + model.safetensors) that transformers loads; the tokenizer files go along. A task "
-            "(a task preset's task.json, or a checkpoint whose architecture is ...ForSequenceClassification, "
-            "...ForTokenClassification or ...ForQuestionAnswering) is converted with its head; other "
-            "checkpoints give the encoder alone. OUTPUT is written in a directory beside it and moved into "
-            "place when complete."),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
-        "  kerasbert convert /path/to/bert-base-uncased presets/bert_base      # Hugging Face -> kerasbert\n"
-        "  kerasbert convert runs/sst2/best hf/sst2                            # task preset -> transformers\n"
-        "  kerasbert convert all_minilm_l6_v2 minilm --to kerasbert            # a built-in, as a directory",
+        description="Converts a Hugging Face checkpoint into a kerasbert preset directory, or a kerasbert "
+        "preset (a built-in name, an encoder preset or a task preset) into a Hugging Face checkpoint "
+        "(config.json + model.safetensors) that transformers loads; the tokenizer files go along. A task "
+        "(a task preset's task.json, or a checkpoint whose architecture is ...ForSequenceClassification, "
+        "...ForTokenClassification or ...ForQuestionAnswering) is converted with its head; other "
+        "checkpoints give the encoder alone. OUTPUT is written in a directory beside it and moved into "
+        "place when complete.",
+        examples=(
+            "kerasbert convert /path/to/bert-base-uncased presets/bert_base      # Hugging Face -> kerasbert",
+            "kerasbert convert runs/sst2/best hf/sst2                            # task preset -> transformers",
+            "kerasbert convert all_minilm_l6_v2 minilm --to kerasbert            # a built-in, as a directory",
+        ),
     )
     add = parser.add_argument
     add("source", metavar="SOURCE",

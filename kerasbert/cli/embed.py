@@ -2,7 +2,7 @@
 
 import argparse
 
-from kerasbert.cli.common import check_output, positive_int, read_texts, step, wrapped
+from kerasbert.cli.common import check_output, command_parser, positive_int, read_texts, step
 
 
 def run(args):
@@ -28,19 +28,19 @@ def run(args):
 
 
 def add_parser(commands):
-    parser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "embed",
         help="write sentence embeddings of texts as a .npy array",
-        description=wrapped(
-            "Embeds texts (arguments or --file) with a TextEmbedder task preset, or with any "
-            "encoder (a built-in preset name, a preset directory, a Hugging Face checkpoint) pooled as "
-            "TextEmbedder.from_preset pools it (all_minilm_l6_v2: mean, normalised, as sentence-transformers; "
-            "other encoders: the mean over tokens), and writes a float32 array of shape (texts, hidden_dim) "
-            "with numpy.save, row i for text i."),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
-        "  kerasbert embed all_minilm_l6_v2 \"A man is eating food.\" --output vectors.npy\n"
-        "  kerasbert embed runs/embedder/final --file sentences.txt --output vectors.npy --batch-size 64",
+        description="Embeds texts (arguments or --file) with a TextEmbedder task preset, or with any "
+        "encoder (a built-in preset name, a preset directory, a Hugging Face checkpoint) pooled as "
+        "TextEmbedder.from_preset pools it (all_minilm_l6_v2: mean, normalised, as sentence-transformers; "
+        "other encoders: the mean over tokens), and writes a float32 array of shape (texts, hidden_dim) "
+        "with numpy.save, row i for text i.",
+        examples=(
+            'kerasbert embed all_minilm_l6_v2 "A man is eating food." --output vectors.npy',
+            "kerasbert embed runs/embedder/final --file sentences.txt --output vectors.npy --batch-size 64",
+        ),
     )
     add = parser.add_argument
     add("preset", metavar="PRESET",

@@ -1,21 +1,20 @@
 """`kerasbert evaluate`: a fine-tuned task's scores on a labelled file."""
 
-import argparse
 import json
 
 from kerasbert.cli.common import (
     FINETUNE_TASKS,
+    add_answer_flags,
     add_table_flags,
     check_file,
     check_output,
-    finite_number,
+    command_parser,
     load_task,
     only_for,
     positive_int,
     run_settings,
     step,
     table_options,
-    wrapped,
 )
 
 
@@ -92,23 +91,23 @@ def _read_classification_file(args, task, run):
 
 
 def add_parser(commands):
-    parser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "evaluate",
         help="score a task preset on a labelled GLUE TSV, CoNLL-2003 or SQuAD file",
-        description=wrapped(
-            "Scores a task preset on a labelled file in its task's format and prints the metrics "
-            "`kerasbert finetune` reports for validation, as a JSON object: TextClassifier, a GLUE-style TSV "
-            "(accuracy, matthews_correlation, loss, and f1 for two classes; pearson, spearman and "
-            "mean_squared_error for a regressor); TokenClassifier, a CoNLL-2003 file (entity-level f1, "
-            "precision, recall); QuestionAnswerer, a SQuAD v1.1/v2.0 JSON file (exact_match and f1, and "
-            "HasAns_/NoAns_ scores for v2.0). For OUTPUT/best or OUTPUT/final of `kerasbert finetune`, "
-            "the flags not given default to the run's settings in OUTPUT/run.json (columns, header, "
-            "labels, null-score threshold, maximum answer length)."),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
-        "  kerasbert evaluate runs/sst2/best --file glue/SST-2/dev.tsv\n"
-        "  kerasbert evaluate runs/cola/best --file dev.tsv --no-header --text-columns 3 --label-column 1\n"
-        "  kerasbert evaluate runs/squad/best --file dev-v2.0.json --output scores.json",
+        description="Scores a task preset on a labelled file in its task's format and prints the metrics "
+        "`kerasbert finetune` reports for validation, as a JSON object: TextClassifier, a GLUE-style TSV "
+        "(accuracy, matthews_correlation, loss, and f1 for two classes; pearson, spearman and "
+        "mean_squared_error for a regressor); TokenClassifier, a CoNLL-2003 file (entity-level f1, "
+        "precision, recall); QuestionAnswerer, a SQuAD v1.1/v2.0 JSON file (exact_match and f1, and "
+        "HasAns_/NoAns_ scores for v2.0). For OUTPUT/best or OUTPUT/final of `kerasbert finetune`, "
+        "the flags not given default to the run's settings in OUTPUT/run.json (columns, header, "
+        "labels, null-score threshold, maximum answer length).",
+        examples=(
+            "kerasbert evaluate runs/sst2/best --file glue/SST-2/dev.tsv",
+            "kerasbert evaluate runs/cola/best --file dev.tsv --no-header --text-columns 3 --label-column 1",
+            "kerasbert evaluate runs/squad/best --file dev-v2.0.json --output scores.json",
+        ),
     )
     add = parser.add_argument
     add("preset", metavar="PRESET", help="a task preset directory (one with task.json)")
@@ -119,11 +118,7 @@ def add_parser(commands):
     add("--labels", metavar="A,B,...",
         help="classification: the class names as written in the file, in class-id order (default: the "
         "run's, the task's, or the file's sorted)")
-    add("--null-score-threshold", type=finite_number, metavar="X",
-        help="squad: answer nothing when the no-answer score beats the best span by more (default: the "
-        "task's; 0 after `kerasbert finetune` on a SQuAD v2.0 file)")
-    add("--max-answer-length", type=positive_int, metavar="N",
-        help="squad: the longest answer in tokens (default: the task's)")
+    add_answer_flags(add)
     add("--batch-size", type=positive_int, default=32, metavar="N", help="examples per prediction batch (default 32)")
     add("--output", metavar="JSON", help="also write the metrics to this JSON file")
     parser.set_defaults(run=run)

@@ -2,7 +2,7 @@
 
 import os
 
-from kerasbert.cli.common import finite_number, only_for, positive_int
+from kerasbert.cli.common import add_answer_flags, command_parser, only_for, positive_int
 
 
 def run(args):
@@ -26,7 +26,8 @@ def run(args):
 
 
 def add_parser(commands):
-    parser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "export",
         help="write a fine-tuned task as a SavedModel that takes raw text",
         description="Exports a task preset directory (the best/ or final/ of `kerasbert finetune`, "
@@ -43,10 +44,6 @@ def add_parser(commands):
     add("--n-best-size", type=positive_int, metavar="N",
         help="question answering: the best starts and ends of each window paired into spans (default: the "
         "task's, 20 unless set)")
-    add("--max-answer-length", type=positive_int, metavar="N",
-        help="question answering: the longest answer in tokens (default: the task's, 30 unless set)")
-    add("--null-score-threshold", type=finite_number, metavar="X",
-        help="question answering, SQuAD v2.0: answer \"\" when the no-answer score beats the best span by "
-        "more than X (default: the task's; 0 after `kerasbert finetune` on a SQuAD v2.0 file)")
+    add_answer_flags(add)
     add("--overwrite", action="store_true", help="replace OUTPUT if it exists (only once the new export is complete)")
     parser.set_defaults(run=run)

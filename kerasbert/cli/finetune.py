@@ -1,7 +1,7 @@
 """`kerasbert finetune`: fine-tune a preset on a GLUE, CoNLL or SQuAD file."""
 
 
-from kerasbert.cli.common import add_table_flags, finite_number, table_options
+from kerasbert.cli.common import add_table_flags, command_parser, finite_number, table_options
 
 
 def run(args):
@@ -26,7 +26,8 @@ def run(args):
 def add_parser(commands):
     from kerasbert.runs.options import PRECISIONS, TASKS
 
-    parser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "finetune",
         help="fine-tune a preset on GLUE-style TSV, CoNLL-2003 or SQuAD files",
         description="Fine-tunes a preset on a classification (GLUE-style TSV), NER (CoNLL-2003) or "

@@ -1,13 +1,13 @@
 """`kerasbert predict`: a fine-tuned task's predictions, one JSON line per text."""
 
-import argparse
 import json
 
 from kerasbert.cli.common import (
     FINETUNE_TASKS,
+    add_answer_flags,
     check_file,
     check_output,
-    finite_number,
+    command_parser,
     load_task,
     only_for,
     positive_int,
@@ -15,7 +15,6 @@ from kerasbert.cli.common import (
     read_texts,
     run_settings,
     step,
-    wrapped,
     write_json_lines,
 )
 
@@ -134,21 +133,21 @@ def _read_questions(path):
 
 
 def add_parser(commands):
-    parser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "predict",
         help="run a task preset on texts and print one JSON line per input",
-        description=wrapped(
-            "Runs a task preset on texts given as arguments or in --file, and prints one JSON "
-            "line per input: TextClassifier {text, label, label_name (when the class names are known), "
-            "probabilities} or, for a regressor, {text, score} (with text_pair for --pairs); TokenClassifier "
-            "{text, entities: [{type, start, end, text, words}]} (or {text, tags} of tag ids when the task "
-            "has no tag names); QuestionAnswerer {question, answer, start, end, score} (and id) for "
-            "questions in --file. A TextEmbedder's vectors come from `kerasbert embed`."),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
-        "  kerasbert predict runs/sst2/best \"A gem of a film.\" \"Dull and far too long.\"\n"
-        "  kerasbert predict runs/mrpc/best --pairs --file pairs.tsv --output predictions.jsonl\n"
-        "  kerasbert predict runs/squad/best --file questions.jsonl",
+        description="Runs a task preset on texts given as arguments or in --file, and prints one JSON "
+        "line per input: TextClassifier {text, label, label_name (when the class names are known), "
+        "probabilities} or, for a regressor, {text, score} (with text_pair for --pairs); TokenClassifier "
+        "{text, entities: [{type, start, end, text, words}]} (or {text, tags} of tag ids when the task "
+        "has no tag names); QuestionAnswerer {question, answer, start, end, score} (and id) for "
+        "questions in --file. A TextEmbedder's vectors come from `kerasbert embed`.",
+        examples=(
+            'kerasbert predict runs/sst2/best "A gem of a film." "Dull and far too long."',
+            "kerasbert predict runs/mrpc/best --pairs --file pairs.tsv --output predictions.jsonl",
+            "kerasbert predict runs/squad/best --file questions.jsonl",
+        ),
     )
     add = parser.add_argument
     add("preset", metavar="PRESET", help="a task preset directory (one with task.json)")
@@ -158,11 +157,7 @@ def add_parser(commands):
         help="inputs instead of TEXT: one text per line (blank lines skipped), a tab between the two texts "
         "with --pairs; question answering: JSON lines {\"question\", \"context\"} or a SQuAD JSON file")
     add("--pairs", action="store_true", help="text classifiers: the inputs are sentence pairs")
-    add("--null-score-threshold", type=finite_number, metavar="X",
-        help="question answering: answer \"\" when the no-answer score beats the best span by more "
-        "(default: the task's; 0 after `kerasbert finetune` on a SQuAD v2.0 file)")
-    add("--max-answer-length", type=positive_int, metavar="N",
-        help="question answering: the longest answer in tokens (default: the task's)")
+    add_answer_flags(add)
     add("--batch-size", type=positive_int, default=32, metavar="N", help="inputs per prediction batch (default 32)")
     add("--output", metavar="PATH", help="write the JSON lines to this file (replaced atomically) instead of stdout")
     parser.set_defaults(run=run)

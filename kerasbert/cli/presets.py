@@ -1,6 +1,6 @@
 """`kerasbert presets`: the built-in presets as a table."""
 
-
+from kerasbert.cli.common import command_parser
 
 
 def run(args):
@@ -34,7 +34,7 @@ def run(args):
 
 
 def add_parser(commands):
-    parser = commands.add_parser("presets", help="list the built-in presets as a table")
+    parser = command_parser(commands, "presets", help="list the built-in presets as a table")
     parser.add_argument("--family", choices=["bert", "albert", "roberta", "electra"], help="show only one model family")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table (docs/presets.md uses it)")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, tensorflow=False)  # a table of data files: nothing to import

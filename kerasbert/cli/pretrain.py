@@ -1,7 +1,7 @@
 """`kerasbert pretrain`: pretrain an encoder and its tokenizer on text files."""
 
 
-from kerasbert.cli.common import finite_number
+from kerasbert.cli.common import command_parser, finite_number
 
 
 def run(args):
@@ -18,7 +18,8 @@ def run(args):
 def add_parser(commands):
     from kerasbert.runs.options import OBJECTIVES, OPTIMIZERS, PRECISIONS
 
-    parser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "pretrain",
         help="pretrain an encoder on plain-text files (MLM, MLM+NSP, MLM+SOP, ELECTRA)",
         description="Pretrains an encoder on plain-text files (one sentence per line, a blank "

@@ -9,8 +9,9 @@ encoders, pretraining tasks and fine-tuning tasks, both ways.
 
 from kerasbert.convert.configs import MODEL_TYPES, encoder_config_from_huggingface, huggingface_config
 from kerasbert.convert.heads import assign_head_weights
-from kerasbert.convert.weights import is_huggingface_directory, load_huggingface_encoder
+from kerasbert.convert.weights import load_huggingface_encoder
 from kerasbert.convert.writer import to_huggingface
+from kerasbert.utils.preset_files import is_huggingface_directory
 
 __all__ = [
     "MODEL_TYPES",

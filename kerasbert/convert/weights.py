@@ -206,10 +206,6 @@ def _read_torch_binary(path):
             for k, v in state.items()}
 
 
-def is_huggingface_directory(directory):
-    return os.path.isfile(os.path.join(directory, "config.json"))
-
-
 def load_huggingface_encoder(directory, load_weights=True, dtype=None):
     """Builds an `Encoder` from a Hugging Face checkpoint directory."""
     from kerasbert.encoder import Encoder

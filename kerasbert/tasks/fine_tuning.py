@@ -5,7 +5,6 @@ optimizer, and the heads of transformers' task checkpoints."""
 import itertools
 import numbers
 import os
-import types
 import warnings
 import weakref
 
@@ -130,10 +129,10 @@ class FineTuningTask(Task):
       in-memory examples in rows that pack several each instead
       (`kerasbert.preprocessing.packed_rows`, `kerasbert.tasks.packed_training`).
     * `compile()` with `optimizer="auto"` (the default, also applied at
-      construction) builds, at each `fit`, the recipe of
-      `kerasbert.optimizers.finetuning_optimizer` over that call's steps:
+      construction) gives the recipe of `kerasbert.optimizers.finetuning_optimizer`:
       AdamW without decay on biases and LayerNorm, `head_learning_rate_multiplier`
-      for the new head, layer-wise decay, 10% warmup then linear decay.
+      for the new head, layer-wise decay; each `fit` starts it afresh on
+      10% warmup then linear decay over that call's steps.
     * `from_preset` of a transformers checkpoint with the task's head
       (`...ForSequenceClassification`, ...) keeps that head.
     * Bad data fails before anything runs: raw examples, targets (`_targets`)
@@ -196,16 +195,14 @@ class FineTuningTask(Task):
         check_number("warmup_fraction", recipe["warmup_fraction"], 0, 1)
         self._recipe = recipe if isinstance(optimizer, str) and optimizer == "auto" else None
         if self._recipe is not None:
-            # A stand-in until `fit` knows the number of steps.
-            optimizer = self._recipe_optimizer(total_steps=None)
-        # A read-only view, which Keras does not track: its metrics are
-        # compiled metrics, not also metrics of the model of their own.
-        self._compile_arguments = types.MappingProxyType(dict(
+            # A stand-in schedule until `fit` knows the number of steps.
+            optimizer = self._recipe_optimizer()
+        super().compile(
+            optimizer=optimizer,
             loss=self._default_loss() if isinstance(loss, str) and loss == "auto" else loss,
             metrics=self._default_metrics() if isinstance(metrics, str) and metrics == "auto" else metrics,
             **kwargs,
-        ))
-        super().compile(optimizer=optimizer, **self._compile_arguments)
+        )
 
     def get_compile_config(self):
         config = super().get_compile_config()
@@ -223,33 +220,48 @@ class FineTuningTask(Task):
         if self.built:
             self.optimizer.build(self.trainable_variables)
 
-    def _compile_recipe(self, total_steps):
-        """Compiled again with the recipe's optimizer scheduled over
-        `total_steps` train steps (None: unknown), as `fit` does."""
-        Task.compile(self, optimizer=self._recipe_optimizer(total_steps), **self._compile_arguments)
-        if self.built:  # its slots made now, eagerly, not traced into the first step (seconds on TensorFlow)
-            self.optimizer.build(self.trainable_variables)
-
-    def _recipe_optimizer(self, total_steps):
-        from kerasbert.optimizers import AdamW, WarmupDecay, finetuning_optimizer
+    def _recipe_optimizer(self):
+        """The recipe's AdamW at a constant rate, until `fit` knows its steps."""
+        from kerasbert.optimizers import finetuning_optimizer
 
         r = self._recipe
-        if total_steps is None:  # unknown length: a constant rate
-            optimizer = finetuning_optimizer(
-                self, total_steps=1, warmup_steps=0, learning_rate=r["learning_rate"],
-                head_learning_rate_multiplier=r["head_learning_rate_multiplier"], layer_decay=r["layer_decay"],
-                weight_decay=r["weight_decay"], accumulation_steps=r["accumulation_steps"],
-            )
-            config = optimizer.get_config()
-            config["learning_rate"] = WarmupDecay(r["learning_rate"], 0, 1, end_learning_rate=r["learning_rate"])
-            return AdamW.from_config(config)
-        updates = max(1, total_steps // r["accumulation_steps"])
-        return finetuning_optimizer(
-            self, total_steps=updates, warmup_steps=int(round(r["warmup_fraction"] * updates)),
-            learning_rate=r["learning_rate"], head_learning_rate_multiplier=r["head_learning_rate_multiplier"],
-            layer_decay=r["layer_decay"], weight_decay=r["weight_decay"],
-            accumulation_steps=r["accumulation_steps"],
+        optimizer = finetuning_optimizer(
+            self, total_steps=1, warmup_steps=0, learning_rate=r["learning_rate"],
+            head_learning_rate_multiplier=r["head_learning_rate_multiplier"], layer_decay=r["layer_decay"],
+            weight_decay=r["weight_decay"], accumulation_steps=r["accumulation_steps"],
         )
+        optimizer.learning_rate = self._recipe_schedule(None)
+        return optimizer
+
+    def _recipe_schedule(self, total_steps):
+        """Warmup and linear decay over `total_steps` train steps (None: a
+        constant rate, for data of unknown length)."""
+        from kerasbert.optimizers import WarmupDecay
+
+        r = self._recipe
+        accumulation = r["accumulation_steps"]
+        if total_steps is None:
+            return WarmupDecay(r["learning_rate"], 0, 1, end_learning_rate=r["learning_rate"],
+                               accumulation_steps=accumulation)
+        updates = max(1, total_steps // accumulation)
+        return WarmupDecay(r["learning_rate"], warmup_steps=int(round(r["warmup_fraction"] * updates)),
+                           decay_steps=updates, accumulation_steps=accumulation)
+
+    def _start_schedule(self, total_steps):
+        """The recipe's optimizer starts afresh on a schedule of
+        `total_steps`: moments and step counter at zero, as a new optimizer
+        would; a train step traced for another schedule is traced again."""
+        optimizer = self.optimizer
+        optimizer.learning_rate = self._recipe_schedule(total_steps)
+        if optimizer.built:
+            # AdamW's moments, accumulators and counter all start at zero; a
+            # loss scale (mixed float16) keeps the scale it has learnt.
+            for variable in getattr(optimizer, "inner_optimizer", optimizer).variables:
+                variable.assign(keras.ops.zeros(variable.shape, variable.dtype))
+        elif self.built:  # its slots made now, eagerly, not traced into the first step (seconds on TensorFlow)
+            optimizer.build(self.trainable_variables)
+        if self.train_function is not None:
+            self.make_train_function(force=True)
 
     # -- fit / evaluate / predict on raw examples --------------------------
 
@@ -356,7 +368,7 @@ class FineTuningTask(Task):
             if steps is None and x is not None and not is_dataset(x):
                 count = len(x[next(iter(x))]) if isinstance(x, dict) else len(x)
                 steps = -(-count // (batch_size or 32))
-            self._compile_recipe(None if steps is None else steps * epochs - kwargs.get("initial_epoch", 0) * steps)
+            self._start_schedule(None if steps is None else steps * epochs - kwargs.get("initial_epoch", 0) * steps)
         return super().fit(x, y, batch_size=batch_size, epochs=epochs, validation_data=validation_data,
                            shuffle=shuffle and dataset is None, sample_weight=sample_weight,
                            steps_per_epoch=steps_per_epoch, **kwargs)

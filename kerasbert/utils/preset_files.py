@@ -13,7 +13,6 @@ from kerasbert.utils.io import read_json, updating_directory, write_json, write_
 PRESET_FILE = "preset.json"
 WEIGHTS_FILE = "encoder.safetensors"
 # Files a tokenizer may need; copied along when a checkpoint is converted.
-# Files a tokenizer may need; copied along when a checkpoint is converted.
 TOKENIZER_FILES = (
     "vocab.txt",
     "spiece.model",
@@ -23,6 +22,11 @@ TOKENIZER_FILES = (
     "tokenizer_config.json",
     "special_tokens_map.json",
 )
+
+
+def is_huggingface_directory(directory):
+    """Whether `directory` holds a Hugging Face checkpoint (its config.json)."""
+    return os.path.isfile(os.path.join(directory, "config.json"))
 
 
 def write_preset(encoder, preset_dir, spec=None, metadata=None):
