@@ -3,6 +3,7 @@ well as transformers' on the same data and recipe?
 
     .venv/bin/python benchmarks/question_answering.py [--backends tensorflow,jax,torch]
         [--systems kerasbert,transformers] [--seeds 0,1,2] [--train 692] [--json out.json]
+        [--add-to earlier.json]
 
 Data: the SQuAD v2.0 set that `tools/kjv_squad.py` builds from the King
 James Bible (`data/kjv_documents.txt`, from `tools/fetch_data.sh`):
@@ -35,7 +36,10 @@ Scores: the official SQuAD v2.0 exact match and F1
   `run_qa.py` example, in a plain training loop.
 
 Each (system, backend, seed) runs in its own subprocess; the rows give the
-mean and standard deviation of F1 over seeds, and the training time.
+mean and standard deviation of F1 over seeds, the training time, and for
+each kerasbert row its difference to transformers' mean F1 with Welch's 95%
+confidence interval. `--add-to` keeps the runs of an earlier results file
+(more seeds for the same recipe).
 """
 
 import argparse
@@ -224,7 +228,25 @@ def summarize(runs, jobs):
                                             "std": statistics.stdev(values) if len(values) > 1 else 0.0,
                                             "runs": values}
         rows.append(row)
+    reference = next((r for r in rows if r["system"] == "transformers"), None)
+    for row in rows:
+        if reference is None or row is reference or len(row["seeds"]) < 2 or len(reference["seeds"]) < 2:
+            continue
+        for split in ("validation", "test"):
+            row[f"{split}_f1_minus_transformers"] = welch(row[f"{split}_f1"]["runs"], reference[f"{split}_f1"]["runs"])
     return rows
+
+
+def welch(ours, theirs):
+    """The difference of the mean F1s with the 95% confidence interval and
+    p-value of Welch's t-test (unequal variances): seeds differ in what they
+    draw on each side, so runs are not paired."""
+    from scipy import stats
+
+    test = stats.ttest_ind(ours, theirs, equal_var=False)
+    interval = test.confidence_interval(0.95)
+    return {"difference": statistics.mean(ours) - statistics.mean(theirs),
+            "ci95": [float(interval.low), float(interval.high)], "p": float(test.pvalue)}
 
 
 def main():
@@ -235,37 +257,59 @@ def main():
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--train", type=int, default=692, help="training questions (the split has 692)")
     parser.add_argument("--json")
+    parser.add_argument("--add-to", metavar="JSON",
+                        help="a results file of this benchmark (same recipe and --train) whose runs are kept "
+                        "and summarized with the new ones (more seeds)")
     parser.add_argument("--worker", choices=sorted(RUNNERS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
 
     jobs = system_jobs(args.systems.split(","), args.backends.split(","))
+    recipe = {"sequence_length": SEQUENCE_LENGTH, "doc_stride": STRIDE, "max_question_length": QUESTION_TOKENS,
+              "batch_size": BATCH, "epochs": EPOCHS, "learning_rate": LEARNING_RATE,
+              "head_learning_rate_multiplier": 1.0, "weight_decay": WEIGHT_DECAY, "warmup_fraction": WARMUP,
+              "clipnorm": 1.0, "n_best_size": N_BEST, "max_answer_length": MAX_ANSWER_TOKENS,
+              "null_score_threshold": NULL_THRESHOLD}
     runs = []
+    if args.add_to:
+        with open(args.add_to) as f:
+            earlier = json.load(f)
+        if earlier["recipe"] != recipe or earlier["train_questions"] != args.train:
+            parser.error(f"--add-to {args.add_to}: its recipe or training questions differ from this run's")
+        runs = earlier["runs"]
     seeds = [int(s) for s in args.seeds.split(",")]
+
+    def summary():  # written after every run: a stopped benchmark keeps what it measured
+        results = summarize(runs, list(dict.fromkeys(jobs + [(r["system"], r["backend"]) for r in runs])))
+        if args.json:
+            with open(args.json + ".partial", "w") as f:
+                json.dump({**run_stamp(), "train_questions": args.train, "recipe": recipe, "results": results,
+                           "runs": runs}, f, indent=2)
+            os.replace(args.json + ".partial", args.json)
+        return results
+
     for round_, (system, backend) in alternating(jobs, len(seeds)):  # a round per seed
         seed = seeds[round_]
         result = run_worker(__file__, ["--worker", system, "--seed", str(seed), "--train", str(args.train)],
                             system, backend, cwd=ROOT)
         if result is None:
             continue
-        runs.append({"system": system, "backend": backend, "seed": seed, **result})
+        runs.append({"system": system, "backend": backend, "seed": seed, **run_stamp(), **result})
         test, validation = result["scores"]["test"], result["scores"]["validation"]
         print(f"seed {seed}  {system:12s} {backend:10s} validation F1 {validation['f1']:5.1f}  test F1 "
               f"{test['f1']:5.1f} (EM {test['exact_match']:5.1f}, HasAns {test['HasAns_f1']:5.1f}, NoAns "
               f"{test['NoAns_f1']:5.1f})  train {result['train_s']:.0f} s", flush=True)
-    results = summarize(runs, jobs)
-    for r in results:
+        summary()
+    for r in summary():
         print(f"{r['system']}/{r['backend']}: test F1 {r['test_f1']['mean']:.1f} ± {r['test_f1']['std']:.1f}, "
-              f"validation F1 {r['validation_f1']['mean']:.1f} ± {r['validation_f1']['std']:.1f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({**run_stamp(), "train_questions": args.train, "recipe": {
-                "sequence_length": SEQUENCE_LENGTH, "doc_stride": STRIDE, "max_question_length": QUESTION_TOKENS,
-                "batch_size": BATCH, "epochs": EPOCHS, "learning_rate": LEARNING_RATE,
-                "head_learning_rate_multiplier": 1.0, "weight_decay": WEIGHT_DECAY, "warmup_fraction": WARMUP,
-                "clipnorm": 1.0, "n_best_size": N_BEST, "max_answer_length": MAX_ANSWER_TOKENS,
-                "null_score_threshold": NULL_THRESHOLD}, "results": results, "runs": runs}, f, indent=2)
+              f"validation F1 {r['validation_f1']['mean']:.1f} ± {r['validation_f1']['std']:.1f} "
+              f"({len(r['seeds'])} seeds)")
+        for split in ("validation", "test"):
+            if f"{split}_f1_minus_transformers" in r:
+                w = r[f"{split}_f1_minus_transformers"]
+                print(f"    {split} F1 - transformers: {w['difference']:+.1f} (95% CI {w['ci95'][0]:+.1f} to "
+                      f"{w['ci95'][1]:+.1f}, Welch p = {w['p']:.2f})")
 
 
 if __name__ == "__main__":

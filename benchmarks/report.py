@@ -127,12 +127,18 @@ def question_answering_table(data):
     def score(r, key):
         return f"{r[key]['mean']:.1f} ± {r[key]['std']:.1f}"
 
-    lines = ["| system | backend | test F1 | test EM | test HasAns F1 | test NoAns F1 | validation F1 | seeds | "
-             "train s |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    def versus(r, split):  # the difference to transformers' mean, Welch's 95% interval
+        w = r.get(f"{split}_f1_minus_transformers")
+        return "—" if w is None else f"{w['difference']:+.1f} ({w['ci95'][0]:+.1f} to {w['ci95'][1]:+.1f})"
+
+    lines = ["| system | backend | test F1 | test EM | test HasAns F1 | test NoAns F1 | validation F1 | "
+             "test F1 − transformers' (95% CI) | validation F1 − transformers' (95% CI) | seeds | train s |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows(data):
         lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['backend']} | {score(r, 'test_f1')} | "
                      f"{score(r, 'test_exact_match')} | {score(r, 'test_HasAns_f1')} | {score(r, 'test_NoAns_f1')} | "
-                     f"{score(r, 'validation_f1')} | {len(r['seeds'])} | {r['train_s']:.0f} |")
+                     f"{score(r, 'validation_f1')} | {versus(r, 'test')} | {versus(r, 'validation')} | "
+                     f"{len(r['seeds'])} | {r['train_s']:.0f} |")
     return "\n".join(lines)
 
 
