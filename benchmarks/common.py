@@ -58,17 +58,23 @@ def system_jobs(systems, backends):
     return jobs
 
 
-def run_worker(script, arguments, system, backend, cwd=None):
-    """`script --worker ...` (`arguments`) in its own process under
-    `backend`: the JSON of its last "RESULT " line, or None (its stderr
-    printed) when it failed. TensorFlow runs with its oneDNN kernels on
-    x86, as under the `kerasbert` command (`kerasbert.prefer_onednn`)."""
+def worker_environment(backend):
+    """The environment of a benchmark's worker process under `backend`:
+    TensorFlow quiet, and with its oneDNN kernels on x86 as under the
+    `kerasbert` command (`kerasbert.prefer_onednn`)."""
     from kerasbert.utils.hardware import prefer_onednn
 
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
     prefer_onednn(env, modules={})  # the worker's environment, before it imports TensorFlow
-    done = subprocess.run([sys.executable, script, *arguments], check=False, env=env, capture_output=True, text=True,
-                          cwd=cwd)
+    return env
+
+
+def run_worker(script, arguments, system, backend, cwd=None):
+    """`script --worker ...` (`arguments`) in its own process under
+    `backend`: the JSON of its last "RESULT " line, or None (its stderr
+    printed) when it failed."""
+    done = subprocess.run([sys.executable, script, *arguments], check=False, env=worker_environment(backend),
+                          capture_output=True, text=True, cwd=cwd)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
         print(f"{system}/{backend} failed:\n{done.stderr[-3000:]}", file=sys.stderr)

@@ -98,7 +98,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import latency as _latency
-from common import peak_rss_mb, run_stamp, system_jobs
+from common import peak_rss_mb, run_stamp, system_jobs, worker_environment
 from finetuning import ROOT, checkpoint_directory, split
 
 # The test snippets of benchmarks/finetuning.py: those after its 4,000 training ones.
@@ -137,7 +137,7 @@ def _time_keras(model, texts, calls, on_batch):
 def run_kerasbert(texts, args):
     import keras
 
-    import kerasbert  # first: TensorFlow's oneDNN kernels on x86 (kerasbert.utils.hardware)
+    import kerasbert
     from kerasbert.preprocessing.datasets import pack_batch
 
     keras.utils.set_random_seed(args.seed)
@@ -366,7 +366,7 @@ def main():
     results = []
     with tempfile.TemporaryDirectory(prefix="kerasbert-inference-") as scratch:
         for system, backend in jobs:
-            env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+            env = worker_environment(backend)
             common = ["--seed", str(args.seed), "--test", str(args.test), "--latency-calls", str(args.latency_calls)]
             command = [sys.executable, __file__, "--worker", system, *common]
             export_dir = os.path.join(scratch, f"{system}-{backend}")

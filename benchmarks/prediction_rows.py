@@ -31,9 +31,11 @@ def main():
     parser.add_argument("--json")
     args = parser.parse_args()
 
+    import kerasbert
+
+    kerasbert.prefer_onednn()  # before Keras imports TensorFlow: its oneDNN kernels on x86
     import keras
 
-    import kerasbert
     from kerasbert.tasks.fine_tuning import FineTuningTask
 
     _, (texts, _) = split(args.seed, 4000, args.test)

@@ -97,7 +97,7 @@ import subprocess
 import sys
 import time
 
-from common import peak_rss_mb, run_stamp
+from common import peak_rss_mb, run_stamp, worker_environment
 
 BACKENDS = ("tensorflow", "jax", "torch")
 SYSTEMS = ("kerasbert", "keras_hub", "transformers", "kerasbert_nsp", "kerasbert_electra")
@@ -366,10 +366,8 @@ def launch(args, system, backend):
     command = [sys.executable, os.path.abspath(__file__), "--worker", "--system", system]
     for flag in CONFIG_FLAGS:
         command += [f"--{flag}", str(getattr(args, flag))]
-    env = dict(os.environ, KERAS_BACKEND=backend)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     start = time.perf_counter()
-    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True)
+    done = subprocess.run(command, check=False, env=worker_environment(backend), capture_output=True, text=True)
     wall = time.perf_counter() - start
     for line in done.stdout.splitlines():
         if line.startswith(MARK):

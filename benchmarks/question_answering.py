@@ -245,8 +245,9 @@ def welch(ours, theirs):
 
     test = stats.ttest_ind(ours, theirs, equal_var=False)
     interval = test.confidence_interval(0.95)
+    finite = lambda x: float(x) if np.isfinite(x) else None  # noqa: E731 (no spread on either side: no interval)
     return {"difference": statistics.mean(ours) - statistics.mean(theirs),
-            "ci95": [float(interval.low), float(interval.high)], "p": float(test.pvalue)}
+            "ci95": [finite(interval.low), finite(interval.high)], "p": finite(test.pvalue)}
 
 
 def main():
@@ -265,6 +266,8 @@ def main():
     if args.worker:
         return worker(args)
 
+    import scipy.stats  # noqa: F401 (the summary's Welch intervals need it: fail now, not after a run)
+
     jobs = system_jobs(args.systems.split(","), args.backends.split(","))
     recipe = {"sequence_length": SEQUENCE_LENGTH, "doc_stride": STRIDE, "max_question_length": QUESTION_TOKENS,
               "batch_size": BATCH, "epochs": EPOCHS, "learning_rate": LEARNING_RATE,
@@ -277,8 +280,16 @@ def main():
             earlier = json.load(f)
         if earlier["recipe"] != recipe or earlier["train_questions"] != args.train:
             parser.error(f"--add-to {args.add_to}: its recipe or training questions differ from this run's")
-        runs = earlier["runs"]
+        # Runs keep where and when they ran (a file of seeds 0-4 stamped
+        # only itself).
+        runs = [{"machine": earlier["machine"], "date": earlier["date"], **r} for r in earlier["runs"]]
     seeds = [int(s) for s in args.seeds.split(",")]
+    repeated = {(r["system"], r["backend"], r["seed"]) for r in runs} & {(*job, s) for job in jobs for s in seeds}
+    if repeated:
+        parser.error(f"--add-to {args.add_to} already holds these (system, backend, seed) runs: {sorted(repeated)}; "
+                     "choose other --seeds")
+    if any(r["machine"] != run_stamp()["machine"] for r in runs):
+        print(f"warning: --add-to {args.add_to} holds runs of another machine", file=sys.stderr)
 
     def summary():  # written after every run: a stopped benchmark keeps what it measured
         results = summarize(runs, list(dict.fromkeys(jobs + [(r["system"], r["backend"]) for r in runs])))
@@ -308,8 +319,9 @@ def main():
         for split in ("validation", "test"):
             if f"{split}_f1_minus_transformers" in r:
                 w = r[f"{split}_f1_minus_transformers"]
-                print(f"    {split} F1 - transformers: {w['difference']:+.1f} (95% CI {w['ci95'][0]:+.1f} to "
-                      f"{w['ci95'][1]:+.1f}, Welch p = {w['p']:.2f})")
+                if w["p"] is not None:
+                    print(f"    {split} F1 - transformers: {w['difference']:+.1f} (95% CI {w['ci95'][0]:+.1f} to "
+                          f"{w['ci95'][1]:+.1f}, Welch p = {w['p']:.2f})")
 
 
 if __name__ == "__main__":

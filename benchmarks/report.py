@@ -129,7 +129,9 @@ def question_answering_table(data):
 
     def versus(r, split):  # the difference to transformers' mean, Welch's 95% interval
         w = r.get(f"{split}_f1_minus_transformers")
-        return "—" if w is None else f"{w['difference']:+.1f} ({w['ci95'][0]:+.1f} to {w['ci95'][1]:+.1f})"
+        if w is None or w["p"] is None:
+            return "—"
+        return f"{w['difference']:+.1f} ({w['ci95'][0]:+.1f} to {w['ci95'][1]:+.1f})"
 
     lines = ["| system | backend | test F1 | test EM | test HasAns F1 | test NoAns F1 | validation F1 | "
              "test F1 − transformers' (95% CI) | validation F1 − transformers' (95% CI) | seeds | train s |",

@@ -146,8 +146,9 @@ def _fit_arguments(task):
 
 def _train(model, arguments):
     """STEPS steps, then (for the time per step) STEPS more, except for the
-    fine-tuning tasks, whose recipe compiles anew on every fit (so a second
-    fit would time the tracing, which is slow on 8 TensorFlow replicas)."""
+    fine-tuning tasks, whose recipe starts afresh on every fit with its train
+    step traced again (a second fit would time the tracing, which is slow on
+    8 TensorFlow replicas)."""
     import keras
 
     model.fit(**arguments, batch_size=BATCH, epochs=1, verbose=0)  # compiles; STEPS steps

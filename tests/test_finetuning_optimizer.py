@@ -130,27 +130,44 @@ def test_several_steps_match_keras_adamw(classifier):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=variable.path)
 
 
-def test_each_fit_runs_its_own_schedule_as_a_task_compiled_anew():
+def token_id_data(rng, rows):
+    features = {"token_ids": rng.integers(1, 53, (rows, 8)), "segment_ids": np.zeros((rows, 8), "int32"),
+                "padding_mask": np.ones((rows, 8), "int32")}
+    return features, rng.integers(0, 3, rows)
+
+
+@pytest.mark.parametrize("accumulation_steps", [1, 3])
+def test_each_fit_runs_its_own_schedule_as_a_task_compiled_anew(accumulation_steps):
     # The recipe's schedule spans one fit: a second fit of another length
-    # trains as the same task compiled again would (moments and step counter
-    # at zero, warmup and decay over its own steps), not on the first fit's
-    # schedule traced into the train step.
+    # trains as the same task compiled again would (moments, accumulated
+    # gradients and step counter at zero, warmup and decay over its own
+    # steps), not on the first fit's schedule traced into the train step.
     rng = np.random.default_rng(0)
-
-    def data(rows):
-        features = {"token_ids": rng.integers(1, 53, (rows, 8)), "segment_ids": np.zeros((rows, 8), "int32"),
-                    "padding_mask": np.ones((rows, 8), "int32")}
-        return features, rng.integers(0, 3, rows)
-
-    first, second = data(40), data(12)
+    first, second = token_id_data(rng, 40), token_id_data(rng, 12)
     models = [kerasbert.TextClassifier(tiny_encoder(dropout=0.0), num_classes=3, dropout=0.0) for _ in range(2)]
     models[1].set_weights(models[0].get_weights())
+    recipe = {"learning_rate": 1e-2, "warmup_fraction": 0.2, "accumulation_steps": accumulation_steps}
     for model in models:
-        model.compile(learning_rate=1e-2, warmup_fraction=0.2)
-        model.fit(*first, batch_size=4, shuffle=False, verbose=0)  # 10 steps: warmup over 2
-    models[1].compile(learning_rate=1e-2, warmup_fraction=0.2)
+        model.compile(**recipe)
+        # 10 batches: 10 updates warming up over 2, or 3 of 3 batches each
+        # and one batch's gradient left accumulated.
+        model.fit(*first, batch_size=4, shuffle=False, verbose=0)
+    models[1].compile(**recipe)
     for model in models:
-        model.fit(*second, batch_size=4, shuffle=False, verbose=0)  # 3 steps: no warmup, decay over 3
-        assert int(model.optimizer.iterations) == 3
+        model.fit(*second, batch_size=4 // accumulation_steps or 1, shuffle=False, verbose=0)
     for a, b in zip(*(model.get_weights() for model in models)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_fit_after_trainable_changes_asks_for_compile():
+    rng = np.random.default_rng(0)
+    model = kerasbert.TextClassifier(tiny_encoder(dropout=0.0), num_classes=3, dropout=0.0)
+    model.compile()
+    model.encoder.trainable = False
+    with pytest.raises(ValueError, match=r"call compile\(\) again"):
+        model.fit(*token_id_data(rng, 8), batch_size=4, verbose=0)
+    model.compile()
+    frozen = model.encoder.get_weights()
+    model.fit(*token_id_data(rng, 8), batch_size=4, verbose=0)  # the head alone trains
+    for a, b in zip(frozen, model.encoder.get_weights()):
+        np.testing.assert_array_equal(a, b)

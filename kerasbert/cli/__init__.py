@@ -63,12 +63,26 @@ def main(argv=None):
     if getattr(args, "tensorflow", True):  # every command but `presets` may read text with it
         import_quietly("tensorflow")
     try:
-        return args.run(args)
+        status = args.run(args)
+        sys.stdout.flush()  # here, where a closed stdout is caught below, not at exit
+        return status
     except (ValueError, TypeError, NotImplementedError, FileNotFoundError, FileExistsError, IsADirectoryError,
             NotADirectoryError, PermissionError) as e:
         parser.exit(2, f"kerasbert {args.command}: error: {e}\n")
     except (FloatingPointError, MemoryError) as e:  # a NaN loss or out of memory (kerasbert.tasks.training_faults)
         parser.exit(3, f"kerasbert {args.command}: training stopped: {e}\n")
-    except BrokenPipeError:  # stdout closed early (`kerasbert presets | head`): no traceback
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit fails no more
-        return 1
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        return 1  # stdout closed early (`kerasbert predict ... | head`): nothing more to say
+
+
+def _stdout_closed():
+    """Whether stdout's reader has gone; then it writes to /dev/null, so
+    that Python's own flush at exit raises no second error."""
+    try:
+        sys.stdout.flush()
+        return False
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return True

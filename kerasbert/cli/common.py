@@ -5,6 +5,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import textwrap
 
@@ -82,10 +83,12 @@ def add_table_flags(add, run_defaults=False):
 
 def command_parser(commands, name, help, description=None, examples=()):
     """The parser of command `name` (under `commands`, argparse
-    subparsers): its description wrapped at 100 columns, then its flags,
-    then its example command lines, kept as written."""
+    subparsers): its description wrapped to the terminal (at most 100
+    columns), then its flags, then its example command lines, kept as
+    written."""
+    width = min(100, shutil.get_terminal_size().columns - 2)  # argparse's own width for the flags
     return commands.add_parser(
-        name, help=help, description=description and textwrap.fill(description, width=100),
+        name, help=help, description=description and textwrap.fill(description, width=width),
         epilog="examples:\n" + "\n".join(f"  {line}" for line in examples) if examples else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

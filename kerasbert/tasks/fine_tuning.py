@@ -231,6 +231,9 @@ class FineTuningTask(Task):
             weight_decay=r["weight_decay"], accumulation_steps=r["accumulation_steps"],
         )
         optimizer.learning_rate = self._recipe_schedule(None)
+        # What its learning-rate multipliers and slots are made for (paths,
+        # which Keras does not track as the model's own).
+        self._recipe_variables = frozenset(v.path for v in self.trainable_variables)
         return optimizer
 
     def _recipe_schedule(self, total_steps):
@@ -249,15 +252,23 @@ class FineTuningTask(Task):
 
     def _start_schedule(self, total_steps):
         """The recipe's optimizer starts afresh on a schedule of
-        `total_steps`: moments and step counter at zero, as a new optimizer
-        would; a train step traced for another schedule is traced again."""
+        `total_steps`, as a new one would: moments, accumulators and step
+        counter at zero, a loss scale (mixed float16) at its initial value;
+        a train step traced for another schedule is traced again."""
+        if frozenset(v.path for v in self.trainable_variables) != self._recipe_variables:
+            raise ValueError(
+                "the variables that train changed since compile() (a layer's `trainable` was set): call "
+                "compile() again before fit, as Keras asks, so that the recipe's optimizer and its learning-rate "
+                "multipliers cover the variables that train now."
+            )
         optimizer = self.optimizer
         optimizer.learning_rate = self._recipe_schedule(total_steps)
         if optimizer.built:
-            # AdamW's moments, accumulators and counter all start at zero; a
-            # loss scale (mixed float16) keeps the scale it has learnt.
             for variable in getattr(optimizer, "inner_optimizer", optimizer).variables:
-                variable.assign(keras.ops.zeros(variable.shape, variable.dtype))
+                variable.assign(keras.ops.zeros_like(variable.value))
+            if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+                optimizer.step_counter.assign(0)
+                optimizer.dynamic_scale.assign(optimizer.initial_scale)
         elif self.built:  # its slots made now, eagerly, not traced into the first step (seconds on TensorFlow)
             optimizer.build(self.trainable_variables)
         if self.train_function is not None:
