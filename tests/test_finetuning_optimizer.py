@@ -4,7 +4,7 @@ decay) against AdamW in numpy, weight-decay exclusions, serialization."""
 import keras
 import numpy as np
 import pytest
-from helpers import tiny_encoder
+from helpers import encoder_inputs, tiny_encoder
 
 import kerasbert
 from kerasbert.optimizers import AdamW, apply_weight_decay_exclusions, finetuning_optimizer, layer_depths
@@ -131,8 +131,8 @@ def test_several_steps_match_keras_adamw(classifier):
 
 
 def token_id_data(rng, rows):
-    features = {"token_ids": rng.integers(1, 53, (rows, 8)), "segment_ids": np.zeros((rows, 8), "int32"),
-                "padding_mask": np.ones((rows, 8), "int32")}
+    """`rows` random packed rows of 8 tokens and their class labels."""
+    features = encoder_inputs(tiny_encoder(), lengths=(8,) * rows, seed=int(rng.integers(1 << 30)))
     return features, rng.integers(0, 3, rows)
 
 
