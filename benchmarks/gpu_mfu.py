@@ -20,6 +20,15 @@ base (256 x 128, 64 x 512) and 16,384 for large (128 x 128, 32 x 512);
 `mixed_bfloat16` dtype policy (bf16 matmuls; softmax, LayerNorm and losses
 in float32).
 
+Peers, for ratios in the same run (`--backends` takes them beside the
+backends): `torch-compile` (kerasbert on torch under torch.compile);
+`transformers` and `transformers-compile` (transformers' `BertForMaskedLM`
+of the same sizes, sdpa attention, bf16 autocast, fused AdamW, the stock
+model: vocabulary logits at every token, the loss at the masked ones);
+`transformers-gathered` and `transformers-gathered-compile` (the same
+model, its prediction head applied to the masked positions only: the
+work kerasbert does). Same rows, masks, batch, warm-up and timed steps.
+
 Compilation: XLA (`jit_compile=True`) on TensorFlow and JAX; eager on torch
 unless `--torch-compile` (Keras's torch jit is `torch.compile`, whose
 compile time of a BERT train step would eat much of the time budget). The
@@ -68,6 +77,14 @@ import sys
 import time
 
 BACKENDS = ("tensorflow", "jax", "torch")
+# Systems beside kerasbert's backends, in the same run and on the same rows:
+# kerasbert on torch under torch.compile, and transformers' BertForMaskedLM
+# (sdpa attention, bf16 autocast, fused AdamW; eager or torch.compile;
+# "gathered": the equal-work variant that computes the prediction head at
+# the masked positions only, as kerasbert does, instead of at every token).
+PEERS = ("torch-compile", "transformers", "transformers-compile", "transformers-gathered",
+         "transformers-gathered-compile")
+SYSTEMS = BACKENDS + PEERS
 # Sizes of the built-in presets (tests/test_gpu_mfu.py checks they agree).
 MODELS = {
     "base": {"vocabulary_size": 30522, "num_layers": 12, "num_heads": 12, "hidden_dim": 768,
@@ -211,7 +228,75 @@ def step_clock(sync, marks):
     return StepClock()
 
 
+def transformers_worker(args):
+    """The same job on transformers' BertForMaskedLM, in plain torch."""
+    process_start = time.perf_counter()
+    import numpy as np
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu" and not args.allow_cpu:
+        print(NO_GPU + json.dumps({"backend": "torch"}), flush=True)
+        return
+    sizes = MODELS[args.model]
+    config = BertConfig(
+        vocab_size=sizes["vocabulary_size"], hidden_size=sizes["hidden_dim"],
+        num_hidden_layers=sizes["num_layers"], num_attention_heads=sizes["num_heads"],
+        intermediate_size=sizes["intermediate_dim"], max_position_embeddings=max(512, args.seq),
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(0)
+    model = BertForMaskedLM(config).to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    marks = (args.warmup, args.warmup + args.steps)
+    x, mask_ids, _ = make_data(args.batch * (marks[-1] + 1), args.seq, args.masked, sizes["vocabulary_size"])
+    labels = np.full(x["token_ids"].shape, -100, "int64")
+    np.put_along_axis(labels, x["mask_positions"], mask_ids, axis=1)
+    tensors = {k: torch.from_numpy(np.asarray(v, "int64")).to(device) for k, v in
+               {**x, "labels": labels, "mask_ids": mask_ids}.items()}
+    bf16 = args.precision == "mixed_bfloat16"
+
+    def loss_of(batch):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            inputs = dict(input_ids=batch["token_ids"], token_type_ids=batch["segment_ids"],
+                          attention_mask=batch["padding_mask"])
+            if not args.gathered:
+                return model(**inputs, labels=batch["labels"]).loss
+            hidden = model.bert(**inputs).last_hidden_state  # (batch, seq, hidden)
+            index = batch["mask_positions"][:, :, None].expand(-1, -1, hidden.shape[-1])
+            logits = model.cls(torch.gather(hidden, 1, index))  # (batch, masked, vocabulary)
+            return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), batch["mask_ids"].flatten())
+
+    if args.torch_compile:
+        loss_of = torch.compile(loss_of)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    times, fit_start = [], time.perf_counter()
+    for step in range(marks[-1] + 1):
+        if step in marks:
+            sync()
+            times.append(time.perf_counter())
+        rows = slice(step * args.batch, (step + 1) * args.batch)
+        loss = loss_of({k: v[rows] for k, v in tensors.items()})
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    sync()
+    print(RESULT + json.dumps({
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+        "jit": "torch.compile" if args.torch_compile else "eager",
+        "seconds": times[1] - times[0],
+        "setup_s": fit_start - process_start,
+        "warmup_s": times[0] - fit_start,
+        "fit_s": time.perf_counter() - fit_start,
+        "loss": float(loss),
+        "params": sum(p.numel() for p in model.parameters()),
+    }), flush=True)
+
+
 def worker(args):
+    if args.transformers:
+        return transformers_worker(args)
     process_start = time.perf_counter()
     import keras
 
@@ -254,12 +339,15 @@ def worker(args):
 # === Driver ===
 
 
-def launch(args, backend, model, seq, batch, timeout):
+def launch(args, system, model, seq, batch, timeout):
     """Runs one job in a subprocess; its result, or {"error": ...}."""
     command = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model,
                "--seq", str(seq), "--batch", str(batch), "--masked", str(masked_per_row(seq)),
                "--warmup", str(args.warmup), "--steps", str(args.steps), "--precision", args.precision]
-    command += ["--torch-compile"] * args.torch_compile + ["--allow-cpu"] * args.allow_cpu
+    compiled = system.endswith("-compile") or system == "torch" and args.torch_compile
+    command += ["--torch-compile"] * compiled + ["--allow-cpu"] * args.allow_cpu
+    command += ["--transformers"] * system.startswith("transformers") + ["--gathered"] * ("gathered" in system)
+    backend = system if system in BACKENDS else "torch"
     env = dict(os.environ, KERAS_BACKEND=backend)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     start = time.perf_counter()
@@ -305,8 +393,9 @@ def print_table(results, peak):
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backends", help="comma-separated; default: every one of "
-                        f"{','.join(BACKENDS)} that can be imported")
+    parser.add_argument("--backends", help="comma-separated systems: kerasbert's backends "
+                        f"({','.join(BACKENDS)}) and peers ({','.join(PEERS)}); default: every backend "
+                        "that can be imported")
     parser.add_argument("--models", help=f"comma-separated, of {', '.join(MODELS)} (default base,large)")
     parser.add_argument("--seqs", help="comma-separated sequence lengths (default 128,512)")
     parser.add_argument("--batch", type=int, help="sequences per step for every job "
@@ -328,6 +417,8 @@ def parse_args():
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--seq", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--masked", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--transformers", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--gathered", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return args
@@ -343,7 +434,7 @@ def parse_args():
         args.seqs = [int(s) for s in args.seqs.split(",") if s]
     except ValueError:
         parser.error(f"--seqs {args.seqs!r}: expected comma-separated integers such as 128,512")
-    for name, given, allowed in (("backend", args.backends, BACKENDS), ("model", args.models, MODELS)):
+    for name, given, allowed in (("backend", args.backends, SYSTEMS), ("model", args.models, MODELS)):
         unknown = sorted(set(given) - set(allowed))
         if unknown:
             parser.error(f"unknown {name}(s) {unknown}; expected some of {list(allowed)}")

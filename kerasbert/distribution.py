@@ -1,6 +1,9 @@
 """Training on several devices with the engines of each backend:
 `keras.distribution` on JAX (data parallelism, and model parallelism with
-the layout below), `tf.distribute` on TensorFlow (data parallelism).
+the layout below), `tf.distribute` on TensorFlow (data parallelism),
+`torch.distributed` with DistributedDataParallel on torch (data
+parallelism, one process per device). Each runs in one process or in
+several launched as clusters launch them (see `training_scope`).
 
 The model-parallel layout is Megatron-LM's tensor parallelism written as GSPMD shardings:
 the QKV projection and the first FFN matrix are split by columns, the
@@ -12,7 +15,12 @@ replicated. Variables are matched by path, so the encoder may sit inside
 any task, or twice (ELECTRA's generator and discriminator).
 """
 
+import contextlib
+import os
+
 import keras
+
+from kerasbert.utils.optional import is_dataset
 
 # (variable path pattern, axes); "model" stands for the model-parallel axis.
 _MEGATRON_LAYOUT = (
@@ -150,12 +158,38 @@ class TrainingScope:
     devices; `training_scope` makes one. `replicas` is the number of
     data-parallel copies the global batch is split over, `mesh_shape` the
     device mesh (`(batch,)` or `(batch, model)`), `engine` the
-    `keras.distribution.Distribution` or `tf.distribute.Strategy` in use
-    (None on one device)."""
+    `keras.distribution.Distribution`, `tf.distribute.Strategy` or
+    `TorchDataParallel` in use (None on one device). `process_index` and
+    `process_count` place this process among those training together
+    (0 and 1 in a single process); `is_chief` is process 0's, the one that
+    writes files."""
 
-    def __init__(self, engine, mesh_shape, replicas):
+    def __init__(self, engine, mesh_shape, replicas, process_index=0, process_count=1):
         self.engine, self.mesh_shape, self.replicas = engine, mesh_shape, replicas
+        self.process_index, self.process_count = process_index, process_count
         self._context = None
+
+    @property
+    def is_chief(self):
+        return self.process_index == 0
+
+    def barrier(self, name):
+        """Waits until every process has reached the barrier called `name`."""
+        if self.process_count == 1:
+            return
+        backend = keras.backend.backend()
+        if backend == "jax":
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices(name)
+        elif backend == "torch":
+            import torch.distributed
+
+            torch.distributed.barrier()
+        else:  # an all-reduce of one number across the workers
+            import tensorflow as tf
+
+            self.engine.reduce("SUM", self.engine.run(lambda: tf.constant(1.0)), axis=None)
 
     def __enter__(self):
         if self.engine is None:
@@ -193,12 +227,19 @@ def training_scope(distribution=None, mesh=None, batch_size=None):
             whole model and a slice of each batch: `keras.distribution.
             DataParallel` on JAX, `tf.distribute.MirroredStrategy` on
             TensorFlow, `MultiWorkerMirroredStrategy` when `TF_CONFIG` is
-            set) or "model" (JAX: `keras.distribution.ModelParallel` with
-            `Encoder.get_layout_map` on a `(batch, model)` mesh).
+            set, `TorchDataParallel` on torch) or "model" (JAX:
+            `keras.distribution.ModelParallel` with `Encoder.get_layout_map`
+            on a `(batch, model)` mesh).
         mesh: for "model", the `(batch, model)` device counts, e.g. "2x4";
             default `(1, all devices)`. For "data", all devices (`"8"`).
         batch_size: the global batch; checked to split evenly over the
             data-parallel replicas.
+
+    Several processes (one per host, or on torch one per device) join as
+    their launcher tells them: on JAX through `keras.distribution.
+    initialize` (called here when `KERAS_DISTRIBUTION_NUM_PROCESSES` is set
+    and JAX has not joined yet), on TensorFlow through `TF_CONFIG`, on torch
+    through the variables `torchrun` sets (`WORLD_SIZE`, `RANK`, ...).
 
     Build, compile and fit inside it:
 
@@ -220,17 +261,18 @@ def training_scope(distribution=None, mesh=None, batch_size=None):
     elif backend == "tensorflow":
         scope = _tf_strategy(distribution, shape)
     else:
-        raise ValueError(
-            f"distribution={distribution!r} is not available on the {backend} backend: Keras's fit "
-            "trains on one device there. Use the jax backend (data and model parallelism) or "
-            "tensorflow (data parallelism); see docs/distributed.md."
-        )
+        scope = _torch_processes(distribution, shape)
     if batch_size is not None:
         check_global_batch(batch_size, scope.replicas)
     return scope
 
 
 def _keras_distribution(distribution, shape):
+    import jax
+
+    if "KERAS_DISTRIBUTION_NUM_PROCESSES" in os.environ and not jax.distributed.is_initialized():
+        keras.distribution.initialize()
+    processes = jax.process_index(), jax.process_count()
     devices = keras.distribution.list_devices()
     count = len(devices)
     if distribution == "data":
@@ -240,7 +282,7 @@ def _keras_distribution(distribution, shape):
                 f"does not match (leave mesh out, or give '{count}'). A (batch, model) mesh is for "
                 "distribution='model'."
             )
-        return TrainingScope(keras.distribution.DataParallel(devices=devices), (count,), count)
+        return TrainingScope(keras.distribution.DataParallel(devices=devices), (count,), count, *processes)
     shape = shape or (1, count)
     if len(shape) == 1:
         shape = (1, shape[0])
@@ -251,7 +293,7 @@ def _keras_distribution(distribution, shape):
         )
     device_mesh = keras.distribution.DeviceMesh(shape, ("batch", "model"), devices)
     engine = keras.distribution.ModelParallel(layout_map=megatron_layout_map(device_mesh), batch_dim_name="batch")
-    return TrainingScope(engine, shape, shape[0])
+    return TrainingScope(engine, shape, shape[0], *processes)
 
 
 def _tf_strategy(distribution, shape):
@@ -260,12 +302,13 @@ def _tf_strategy(distribution, shape):
             "distribution='model' (tensor parallelism) runs on the jax backend (keras.distribution); "
             "on tensorflow use distribution='data' (MirroredStrategy)."
         )
-    import os
-
     import tensorflow as tf
 
+    processes = 0, 1
     if "TF_CONFIG" in os.environ:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        resolver = strategy.cluster_resolver
+        processes = resolver.task_id, len(resolver.cluster_spec().as_dict().get("worker", ())) or 1
     else:
         strategy = tf.distribute.MirroredStrategy()
     replicas = strategy.num_replicas_in_sync
@@ -274,4 +317,121 @@ def _tf_strategy(distribution, shape):
             f"distribution='data' on tensorflow uses all {replicas} replicas of {type(strategy).__name__}; "
             f"mesh={shape} does not match (leave mesh out)."
         )
-    return TrainingScope(strategy, (replicas,), replicas)
+    return TrainingScope(strategy, (replicas,), replicas, *processes)
+
+
+def _torch_processes(distribution, shape):
+    if distribution == "model":
+        raise ValueError(
+            "distribution='model' (tensor parallelism) runs on the jax backend (keras.distribution); "
+            "on torch use distribution='data' (DistributedDataParallel, one process per device)."
+        )
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        if "WORLD_SIZE" not in os.environ:
+            raise ValueError(
+                "distribution='data' on the torch backend trains one process per device: launch the "
+                "script with torchrun (e.g. `torchrun --nproc-per-node 8 train.py`), which sets "
+                "WORLD_SIZE, RANK and MASTER_ADDR, or call torch.distributed.init_process_group "
+                "first; see docs/distributed.md."
+            )
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    engine = TorchDataParallel()
+    if shape is not None and shape not in ((engine.world_size,), (engine.world_size, 1)):
+        raise ValueError(
+            f"distribution='data' on torch uses all {engine.world_size} processes; mesh={shape} "
+            "does not match (leave mesh out)."
+        )
+    return TrainingScope(engine, (engine.world_size,), engine.world_size, engine.rank, engine.world_size)
+
+
+_ACTIVE_TORCH_ENGINE = []
+
+
+def torch_data_parallel():
+    """The `TorchDataParallel` whose scope is active, or None."""
+    return _ACTIVE_TORCH_ENGINE[-1] if _ACTIVE_TORCH_ENGINE else None
+
+
+def batch_share_replicas():
+    """How many programs each compute the loss of a share of the global
+    batch, their gradients combined after: `tf.distribute`'s replicas,
+    `TorchDataParallel`'s processes. 1 on JAX, where one program sees the
+    whole (sharded) batch, and on one device."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.distribute.get_strategy().num_replicas_in_sync
+    engine = torch_data_parallel()
+    return 1 if engine is None else engine.world_size
+
+
+def sum_over_replicas(value):
+    """A scalar `value` of this replica's share summed over those programs
+    (no gradient flows through it)."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        context = tf.distribute.get_replica_context()
+        return value if context is None else context.all_reduce("SUM", tf.stop_gradient(value))
+    if backend == "torch" and torch_data_parallel() is not None:
+        import torch.distributed
+
+        value = value.detach().clone()
+        torch.distributed.all_reduce(value)
+    return value
+
+
+class TorchDataParallel:
+    """Data parallelism on torch: one process per device (as `torchrun`
+    starts them, `torch.distributed` joined), each holding the whole model
+    and its share of every global batch; `torch.nn.parallel.
+    DistributedDataParallel` averages the gradients during the backward
+    pass. Tasks built, compiled and fit in its `scope()` train through it
+    (`kerasbert.tasks.process_steps`); `fit` and `evaluate` give each
+    process its share of a `tf.data.Dataset` (`distribute_dataset`), as
+    Keras's distributions do on JAX, unless `auto_shard_dataset` is False
+    (the data is split per process already)."""
+
+    def __init__(self, auto_shard_dataset=True):
+        import torch.distributed as dist
+
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.auto_shard_dataset = auto_shard_dataset
+
+    @contextlib.contextmanager
+    def scope(self):
+        _ACTIVE_TORCH_ENGINE.append(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE_TORCH_ENGINE.remove(self)
+
+    def distribute_dataset(self, dataset):
+        """This process's share of `dataset`, whose batches are global ones:
+        the `rank`-th slice of each."""
+        if not self.auto_shard_dataset or self.world_size == 1:
+            return dataset
+        if not is_dataset(dataset):
+            raise ValueError(
+                f"Training in {self.world_size} torch processes splits each batch of a "
+                f"tf.data.Dataset among them; got {type(dataset).__name__}. Pass a tf.data.Dataset of "
+                "global batches, or give each process its own share and set "
+                "auto_shard_dataset=False on the TorchDataParallel engine."
+            )
+        import tensorflow as tf
+
+        batch = tf.nest.flatten(dataset.element_spec)[0].shape[0]
+        if batch is None or batch % self.world_size:
+            raise ValueError(
+                f"Each batch of the dataset (batch size {batch or 'unknown'}) must "
+                f"split evenly over the {self.world_size} processes: batch it with a fixed size "
+                f"that is a multiple of {self.world_size} (drop_remainder=True)."
+            )
+        return dataset.rebatch(batch // self.world_size).shard(self.world_size, self.rank)

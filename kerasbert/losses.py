@@ -22,6 +22,8 @@ pick the first of the tied classes.
 import keras
 from keras import ops
 
+from kerasbert.distribution import batch_share_replicas, sum_over_replicas
+
 
 def _classes(targets, logits):
     """Integer `targets` as indices into `logits`' last axis: `(index (...),
@@ -82,6 +84,20 @@ class SparseCrossEntropy(keras.losses.Loss):
 
     def __init__(self, reduction="mean_with_sample_weight", name="sparse_cross_entropy", dtype=None):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        replicas = batch_share_replicas()
+        if replicas == 1 or sample_weight is None or self.reduction != "mean_with_sample_weight":
+            return super().__call__(y_true, y_pred, sample_weight=sample_weight)
+        # Replicas that each see a share of the batch divide by the weights of
+        # the whole batch, not of their share (a masked LM's targets per share
+        # vary), so that their gradients combine to the global mean's:
+        # tf.distribute sums the replicas' gradients, DistributedDataParallel
+        # averages them.
+        weights = ops.cast(sample_weight, "float32")
+        share = ops.sum(self.call(y_true, y_pred) * weights)
+        mean = ops.divide_no_nan(share, sum_over_replicas(ops.sum(weights)))
+        return mean if keras.backend.backend() == "tensorflow" else mean * replicas
 
     def call(self, y_true, y_pred):
         return sparse_cross_entropy(y_true, y_pred)

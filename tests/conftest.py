@@ -23,6 +23,23 @@ import keras  # noqa: E402
 import pytest  # noqa: E402
 
 
+# The slowest test files, slowest first (each takes 40 s to a few minutes on
+# 2 cores). pytest-xdist hands out whole files in collection order (the
+# Makefile's `--dist loadfile --no-loadscope-reorder`): these go first, so
+# that none starts last while the other worker has nothing left to do.
+SLOWEST_FIRST = (
+    "test_finetuning_tasks.py", "test_pretraining_tasks.py", "test_distributed.py", "test_export.py",
+    "test_question_answering_learns.py", "test_pretrain.py", "test_packed_training.py",
+    "test_multiprocess.py", "test_sentence_piece.py", "test_wordpiece.py", "test_encoder.py",
+    "test_finetuning_optimizer.py", "test_byte_pair.py", "test_training_faults.py", "test_packed_prediction.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: place for place, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files keep their order
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     # One cache per session, so a converted preset is reused across tests

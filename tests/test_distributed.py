@@ -244,5 +244,8 @@ def test_training_scope_errors_name_the_argument():
         with pytest.raises(ValueError, match="runs on the jax backend"):
             training_scope("model", "2x4")
     else:
-        with pytest.raises(ValueError, match="not available on the torch backend"):
-            training_scope("data")
+        with pytest.raises(ValueError, match="runs on the jax backend"):
+            training_scope("model", "2x4")
+        if "WORLD_SIZE" not in os.environ:
+            with pytest.raises(ValueError, match="launch the script with torchrun"):
+                training_scope("data")

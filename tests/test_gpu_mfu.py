@@ -114,3 +114,20 @@ def test_tiny_run_reports_consistent_figures(tmp_path):
     assert result["tflops"] == pytest.approx(flops * result["seq_per_s"] / 1e12)
     assert result["mfu"] == pytest.approx(result["tflops"] / peak)
     assert f"MFU (peak {peak:g})" in done.stdout and f"| {backend} | tiny | 32 |" in done.stdout
+
+
+def test_transformers_peers_run_the_same_job(tmp_path):
+    if keras.backend.backend() != "torch":
+        pytest.skip("the peers are plain torch: run once, in the torch suite")
+    out = tmp_path / "mfu.json"
+    command = [sys.executable, os.path.join(BENCHMARKS, "gpu_mfu.py"), "--tiny", "--backends",
+               "transformers,transformers-gathered", "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stock, gathered = json.loads(out.read_text())["results"]
+    for result in (stock, gathered):
+        assert "error" not in result, done.stderr[-3000:]
+        assert result["jit"] == "eager" and result["device"] == "cpu" and math.isfinite(result["loss"])
+    # The same model and rows: the same parameters; both losses near log(vocabulary) at the start.
+    assert stock["params"] == gathered["params"]
+    assert stock["loss"] == pytest.approx(math.log(gpu_mfu.MODELS["tiny"]["vocabulary_size"]), rel=0.1)

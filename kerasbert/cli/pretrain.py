@@ -63,9 +63,10 @@ def add_parser(commands):
         help="the seed of the initial weights, the examples, the masks and dropout (default 0)")
     add("--resume", action="store_true", help="continue the run in --output from its newest checkpoint")
     add("--distribution", choices=("data", "model"),
-        help="train on all devices: data parallelism (jax: keras.distribution.DataParallel; "
-        "tensorflow: MirroredStrategy, or MultiWorkerMirroredStrategy with TF_CONFIG) or model "
-        "parallelism (jax: ModelParallel with Encoder.get_layout_map); --batch-size is the global batch")
+        help="train on all devices: data parallelism (jax: keras.distribution.DataParallel, across "
+        "processes with KERAS_DISTRIBUTION_*; tensorflow: MirroredStrategy, or MultiWorkerMirroredStrategy "
+        "with TF_CONFIG; torch: DistributedDataParallel under torchrun) or model parallelism (jax: "
+        "ModelParallel with Encoder.get_layout_map); --batch-size is the global batch")
     add("--mesh", metavar="BxM",
         help="with --distribution model: the (batch, model) device mesh, e.g. 2x4 (default 1xALL)")
     add("--verbose", type=int, default=1, choices=(0, 1, 2),

@@ -179,14 +179,16 @@ def _dataset(documents, tokenizer, encoder, settings, start_step):
 class _RunRecorder(keras.callbacks.Callback):
     """After every `log_every` steps: extends the history and writes
     history.json; every `checkpoint_every` steps (and at the end) saves a
-    checkpoint that includes that history."""
+    checkpoint that includes that history. Only in the process that
+    `writes` (the chief); the others keep the history in memory."""
 
-    def __init__(self, output, history, settings, random_state=None):
+    def __init__(self, output, history, settings, random_state=None, writes=True):
         super().__init__()
         self.output = output
         self.history = history
         self.settings = settings
         self.random_state = random_state
+        self.writes = writes
 
     def on_train_batch_begin(self, batch, logs=None):
         if self.random_state:  # a resumed run: as the killed one left it
@@ -195,7 +197,10 @@ class _RunRecorder(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         step = (epoch + 1) * self.settings["log_every"]
-        extend_history(self.output, self.history, {"step": step, **{k: float(v) for k, v in (logs or {}).items()}})
+        entry = {"step": step, **{k: float(v) for k, v in (logs or {}).items()}}
+        extend_history(self.output if self.writes else None, self.history, entry)
+        if not self.writes:
+            return
         if step % self.settings["checkpoint_every"] == 0 or step == self.settings["steps"]:
             directory = os.path.join(self.output, "checkpoints")
             checkpointing.save_checkpoint(directory, self.model, step, self.history)
@@ -337,20 +342,27 @@ def pretrain(
                 f"resume=True continues the run in {output}, which used other settings "
                 f"(was, now): {changed}. Resume with the same settings or use a new output."
             )
-    start_run(output, settings)
-
-    # Vocabulary: made (or copied) once, then read back by every resume.
+    # Several processes: each checks the directory before the chief (process 0)
+    # writes anything, and only the chief writes; the others read what it wrote.
+    scope.barrier("kerasbert-pretrain-checked")
     tokenizer_dir = os.path.join(output, "tokenizer")
-    if os.path.isdir(tokenizer_dir) and resume:
+    if scope.is_chief:
+        start_run(output, settings)
+        # Vocabulary: made (or copied) once, then read back by every resume.
+        if os.path.isdir(tokenizer_dir) and resume:
+            tokenizer = Tokenizer.from_preset(tokenizer_dir)
+        elif vocabulary_size:
+            tokenizer = _new_vocabulary(kind, options, paths, vocabulary_size, tokenizer_dir, settings["preset"])
+        else:
+            tokenizer = Tokenizer.from_preset(settings["preset"])
+            tokenizer.save_to_preset(tokenizer_dir)
+    scope.barrier("kerasbert-pretrain-tokenizer")
+    if not scope.is_chief:
         tokenizer = Tokenizer.from_preset(tokenizer_dir)
-    elif vocabulary_size:
-        tokenizer = _new_vocabulary(kind, options, paths, vocabulary_size, tokenizer_dir, settings["preset"])
-    else:
-        tokenizer = Tokenizer.from_preset(settings["preset"])
-        tokenizer.save_to_preset(tokenizer_dir)
 
     with scope:
-        model, recorder, preset_dir = _train(settings, config, tokenizer, paths, output, callbacks)
+        model, recorder, preset_dir = _train(settings, config, tokenizer, paths, output, callbacks, scope.is_chief)
+    scope.barrier("kerasbert-pretrain-done")  # the preset is whole when any process returns
     return PretrainingResult(model, tokenizer, recorder.history, preset_dir)
 
 
@@ -374,8 +386,9 @@ def _check_sequence_length(sequence_length, batch_size, heads, config, from_scra
         )
 
 
-def _train(settings, config, tokenizer, paths, output, callbacks):
-    """Builds, compiles and fits the task, then writes the final preset."""
+def _train(settings, config, tokenizer, paths, output, callbacks, writes):
+    """Builds, compiles and fits the task, then writes the final preset
+    (`writes`: whether this process writes the run's files)."""
     from kerasbert.optimizers import pretraining_optimizer
     from kerasbert.preprocessing.sentence_pairs import read_documents
 
@@ -402,7 +415,8 @@ def _train(settings, config, tokenizer, paths, output, callbacks):
             print(f"Resuming {output} at step {start_step} of {steps}.")
     documents = read_documents(paths)
     dataset = _dataset(documents, tokenizer, encoder, settings, start_step)
-    recorder = _RunRecorder(output, history, settings, random_state)
+    recorder = _RunRecorder(output, history, settings, random_state, writes)
+    board = [keras.callbacks.TensorBoard(os.path.join(output, "logs"), update_freq="epoch")] if writes else []
     if start_step < steps:
         model.fit(
             dataset,
@@ -410,20 +424,17 @@ def _train(settings, config, tokenizer, paths, output, callbacks):
             initial_epoch=start_step // log_every,
             steps_per_epoch=log_every,
             shuffle=False,  # the stream is already in a seeded order
-            callbacks=[
-                recorder,
-                keras.callbacks.TensorBoard(os.path.join(output, "logs"), update_freq="epoch"),
-                *(callbacks or []),
-            ],
+            callbacks=[recorder, *board, *(callbacks or [])],
             verbose=verbose,
         )
     final = model.discriminator if objective == "electra" else model.encoder
     preset_dir = os.path.join(output, "preset")
-    final.save_to_preset(
-        preset_dir, description=f"Pretrained by kerasbert ({objective}, {steps} steps) on "
-        f"{len(paths)} file(s).",
-    )
-    tokenizer.save_to_preset(preset_dir)
+    if writes:
+        final.save_to_preset(
+            preset_dir, description=f"Pretrained by kerasbert ({objective}, {steps} steps) on "
+            f"{len(paths)} file(s).",
+        )
+        tokenizer.save_to_preset(preset_dir)
     return model, recorder, preset_dir
 
 

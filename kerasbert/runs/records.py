@@ -19,7 +19,9 @@ def start_run(output, settings):
 
 def extend_history(output, history, entry):
     """Appends `entry` (name -> value) to `history` (name -> list of
-    values) and writes it to `output`'s history file."""
+    values) and writes it to `output`'s history file (unless `output` is
+    None)."""
     for key, value in entry.items():
         history.setdefault(key, []).append(value)
-    write_json(os.path.join(output, HISTORY_FILE), history)
+    if output is not None:
+        write_json(os.path.join(output, HISTORY_FILE), history)

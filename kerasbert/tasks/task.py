@@ -10,9 +10,10 @@ import warnings
 import keras
 import numpy as np
 
-from kerasbert.distribution import StepByStep, spans_host_devices
+from kerasbert.distribution import StepByStep, spans_host_devices, torch_data_parallel
 from kerasbert.encoder import Encoder
 from kerasbert.preprocessing.datasets import select_inputs
+from kerasbert.tasks import process_steps
 from kerasbert.tasks.training_faults import (
     NonFiniteLoss,
     NonFiniteLossGuard,
@@ -205,6 +206,11 @@ class Task(keras.Model):
         raises a MemoryError that says what to shrink
         (`kerasbert.tasks.training_faults`)."""
         x, y, epochs, kwargs = self._checked_fit_arguments(x, y, batch_size, epochs, kwargs)
+        engine = torch_data_parallel()
+        if engine is not None:  # each process trains on its share of every batch
+            x = engine.distribute_dataset(x)
+            if is_dataset(kwargs.get("validation_data")):
+                kwargs["validation_data"] = engine.distribute_dataset(kwargs["validation_data"])
         args = (x, y, batch_size, epochs, *args)
         if getattr(self, "_non_finite_loss", None) is None:
             self._non_finite_loss = NonFiniteLoss()
@@ -217,6 +223,24 @@ class Task(keras.Model):
             if not is_out_of_memory(error):
                 raise
             raise MemoryError(out_of_memory_message(self, batch_size)) from error
+
+    # Keras's steps take (data) on TensorFlow and torch, (state, data) on JAX.
+    def train_step(self, *args):
+        if torch_data_parallel() is not None:
+            return process_steps.torch_train_step(self, *args)
+        return process_steps.per_worker_logs(self, super().train_step(*args))
+
+    def test_step(self, *args):
+        if torch_data_parallel() is not None:
+            return process_steps.torch_test_step(self, *args)
+        return process_steps.per_worker_logs(self, super().test_step(*args))
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # TensorFlow only; see kerasbert.tasks.process_steps.
+        strategy = process_steps.multi_worker_strategy(self)
+        if strategy is not None and iterator is not None:
+            iterator, data_batch = None, process_steps.first_local_batch(strategy, iterator)
+        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         # Keras's train and test steps of every backend compute the loss here.
@@ -306,6 +330,9 @@ class Task(keras.Model):
         x, y, weight = self._checked_data(x, y, kwargs.get("sample_weight"), needs_y=True)
         if weight is not None:
             kwargs["sample_weight"] = weight
+        engine = torch_data_parallel()
+        if engine is not None:
+            x = engine.distribute_dataset(x)
         if not isinstance(kwargs.get("callbacks"), keras.callbacks.CallbackList):  # (fit's validation: has them)
             kwargs["callbacks"] = [*_step_by_step(), *(kwargs.get("callbacks") or [])]
         with input_errors():

@@ -39,9 +39,26 @@ class _Deferred(types.ModuleType):
             module = importlib.import_module(self.__name__)
         except ImportError as error:
             raise ImportError(f"{_INSTALL[self.__name__]} is not installed ({error}). {INSTALL_HINT}") from error
+        if self.__name__ == "tensorflow":
+            _keep_off_accelerators(module)
         value = getattr(module, attribute)
         setattr(self, attribute, value)  # later reads skip this method
         return value
+
+
+def _keep_off_accelerators(tensorflow):
+    """Hides the GPUs from TensorFlow when another backend computes: there
+    TensorFlow only runs the data pipelines, on the CPU, and would otherwise
+    reserve most of each GPU's memory the moment it sees it. Where
+    TensorFlow has set up its devices already, they are left as they are."""
+    keras = sys.modules.get("keras")
+    backend = keras.backend.backend() if keras is not None else os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend == "tensorflow":
+        return
+    try:
+        tensorflow.config.set_visible_devices([], "GPU")
+    except RuntimeError:  # devices already initialized
+        pass
 
 
 tf = _Deferred("tensorflow")
