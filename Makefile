@@ -34,21 +34,27 @@ demo: $(VENV)/.installed data/.fetched
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/demo.py
 
 # Test files are shared among TEST_WORKERS processes (pytest-xdist), a file
-# to a process, the slowest first (tests/conftest.py). A process that trains hundreds of models slows down as it
-# goes: on TensorFlow every traced train step stays in TF's gradient registry
-# (tensorflow#80895). The TensorFlow suite: 24 min for 71% in one process,
-# 8.7 min for all of it in two.
+# to a process, the slowest first (tests/conftest.py). A process that trains
+# hundreds of models slows down as it goes: on TensorFlow every traced train
+# step stays in TF's gradient registry (tensorflow#80895). The TensorFlow
+# suite: 24 min for 71% in one process, 8.7 min for all of it in two.
+# Each process computes on one thread (TEST_THREADS): two processes with a
+# pool of two threads each on two cores ran the torch suite in 454 s, one
+# thread each in 339 s (a third process: 499 s).
 TEST_WORKERS ?= 2
+TEST_THREADS ?= 1
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+THREADS := OMP_NUM_THREADS=$(TEST_THREADS) MKL_NUM_THREADS=$(TEST_THREADS) TF_NUM_INTRAOP_THREADS=$(TEST_THREADS) \
+	XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=$(TEST_THREADS) $(XLA_FLAGS)"
 
 test: $(VENV)/.installed data/.fetched
 	@status=0; for backend in $(BACKENDS); do \
 	  echo "=== KERAS_BACKEND=$$backend ==="; \
-	  KERAS_BACKEND=$$backend $(PYTEST) --durations=5 || status=1; \
+	  $(THREADS) KERAS_BACKEND=$$backend $(PYTEST) --durations=5 || status=1; \
 	done; exit $$status
 
 $(addprefix test-,$(BACKENDS)): test-%: $(VENV)/.installed data/.fetched
-	KERAS_BACKEND=$* $(PYTEST)
+	$(THREADS) KERAS_BACKEND=$* $(PYTEST)
 
 clean:
 	rm -rf $(VENV) build *.egg-info data

@@ -28,7 +28,7 @@ if compgen -G ".whl/*.whl" > /dev/null; then
   "$PYTHON" -m pip install --quiet --no-index --no-deps --target "$site" .whl/*.whl
 fi
 export PYTHONPATH="$site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-export TF_CPP_MIN_LOG_LEVEL=3 XLA_PYTHON_CLIENT_PREALLOCATE=false
+export TF_CPP_MIN_LOG_LEVEL=3
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/nvidia-smi.csv" 2>&1
 "$PYTHON" - "$out/machine.json" "$out/nvidia-smi.csv" <<'PY'

@@ -28,7 +28,13 @@ Systems (`--systems`, comma-separated):
 * `transformers`: `transformers.BertForMaskedLM` (torch, SDPA attention) in a
   plain torch loop with `torch.optim.AdamW`; labels are -100 except at the
   masked positions, so it computes full-vocabulary logits at every position
-  (the peer's own behaviour). Runs once, when `torch` is among `--backends`.
+  (the peer's own behaviour, stock). Runs once, when `torch` is among
+  `--backends`.
+* `transformers_gathered`: the same model and loop doing kerasbert's work:
+  the encoder's output gathered at the masked positions, then the model's
+  own prediction head (`model.cls`) on those rows only, and the
+  cross-entropy against the masked tokens; what a transformers user
+  writes to skip the head at unmasked positions (equal work).
 * optional: `kerasbert_nsp` (`BertPretrainer(sentence_task="nsp")`, masked
   LM plus next-sentence prediction) and `kerasbert_electra`
   (`ElectraPretrainer` with the paper's generator, 1/4 of the width): other
@@ -68,8 +74,9 @@ data, and the framework's own arenas and compiler). `--json`
 also keeps every repeat's wall and process CPU seconds (a CPU/wall ratio
 well under the core count means other work took the cores).
 
-`--rounds N` runs the whole list of jobs N times, alternating systems and
-backends, so that a slow spell of a shared machine falls on every system.
+`--rounds N` runs the whole list of jobs N times, every other round in
+reverse order, so that a slow spell of a shared machine falls on every system
+and no system always runs first.
 Each row then gives the median over rounds, and its ratio to KerasHub is the
 median of the per-round ratios (each run against KerasHub's run on the same
 backend in the same round); `--json` keeps every run under `runs`.
@@ -100,7 +107,8 @@ import time
 from common import peak_rss_mb, run_stamp, worker_environment
 
 BACKENDS = ("tensorflow", "jax", "torch")
-SYSTEMS = ("kerasbert", "keras_hub", "transformers", "kerasbert_nsp", "kerasbert_electra")
+SYSTEMS = ("kerasbert", "keras_hub", "transformers", "transformers_gathered", "kerasbert_nsp", "kerasbert_electra")
+TRANSFORMERS = ("transformers", "transformers_gathered")
 CLS, SEP, MASK = 101, 102, 103  # BERT's uncased vocabulary
 MARK = "RESULT "
 
@@ -295,6 +303,21 @@ def transformers_worker(args):
             "labels": labels[i:i + args.batch],
         })
     autocast = args.precision == "mixed_bfloat16"
+    gathered = args.system == "transformers_gathered"
+    if gathered:
+        for i, batch in enumerate(batches):
+            rows_ = slice(i * args.batch, (i + 1) * args.batch)
+            batch["mask_positions"] = torch.from_numpy(data["mask_positions"][rows_]).long()
+            batch["mask_ids"] = torch.from_numpy(data["mask_ids"][rows_]).long()
+
+    def loss_of(batch):
+        if not gathered:
+            return model(**batch).loss
+        inputs = {k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
+        hidden = model.bert(**inputs).last_hidden_state  # (batch, seq, hidden)
+        index = batch["mask_positions"][:, :, None].expand(-1, -1, hidden.shape[-1])
+        logits = model.cls(torch.gather(hidden, 1, index))  # (batch, masked, vocabulary)
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch["mask_ids"].flatten())
 
     stamps, cpu = [], []
     start = time.perf_counter()
@@ -304,20 +327,20 @@ def transformers_worker(args):
             stamps.append(time.perf_counter())  # torch on CPU: every op has run
             cpu.append(time.process_time())
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss = model(**batch).loss
+            loss = loss_of(batch)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     loss = float(loss)
     times, cpu = interval_times(stamps), interval_times(cpu)
-    return {"jit": "eager (sdpa)", "seconds": statistics.median(times), "all_seconds": times,
+    return {"jit": "eager (sdpa)" + (", head at the masked positions" if gathered else ""), "seconds": statistics.median(times), "all_seconds": times,
             "cpu_seconds": cpu,
             "warmup_s": stamps[0] - start,
             "loss": loss, "params": sum(p.numel() for p in model.parameters())}
 
 
 def worker(args):
-    if args.system == "transformers":
+    if args.system in TRANSFORMERS:
         result = transformers_worker(args)
     else:
         result = keras_worker(args, args.system)
@@ -331,9 +354,11 @@ def summarize(args, runs, jobs):
     """One row per (system, backend): the median over rounds of seq/s (and
     the step time and tokens/s of that median), the largest peak memory,
     and `vs_keras_hub`, the median over rounds of the ratio to KerasHub's
-    run on the same backend *in the same round* (the `transformers` row to
+    run on the same backend *in the same round* (the `transformers` rows to
     KerasHub on torch): paired ratios cancel the drift of a shared machine
-    from one round to the next."""
+    from one round to the next. `vs_transformers` and
+    `vs_transformers_gathered` are the same against transformers' stock and
+    equal-work runs (on torch)."""
     rows = []
     for system, backend in jobs:
         mine = [r for r in runs if r["system"] == system and r["backend"] == backend]
@@ -346,14 +371,16 @@ def summarize(args, runs, jobs):
         row["ms_per_step"] = args.batch / row["seq_per_s"] * 1e3
         row["tokens_per_s"] = row["seq_per_s"] * args.seq  # every token is real
         row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in done)
-        ratios = []
-        for r in done:
-            peer = [p for p in runs if p["system"] == "keras_hub" and p["round"] == r["round"]
-                    and p["backend"] == backend and "seq_per_s" in p]
-            if peer:
-                ratios.append(r["seq_per_s"] / peer[0]["seq_per_s"])
-        row["vs_keras_hub_rounds"] = ratios
-        row["vs_keras_hub"] = statistics.median(ratios) if ratios else None
+        for peer, peer_backend in (("keras_hub", backend), ("transformers", "torch"),
+                                   ("transformers_gathered", "torch")):
+            ratios = []
+            for r in done:
+                match = [p for p in runs if p["system"] == peer and p["round"] == r["round"]
+                         and p["backend"] == peer_backend and "seq_per_s" in p]
+                if match:
+                    ratios.append(r["seq_per_s"] / match[0]["seq_per_s"])
+            row[f"vs_{peer}_rounds"] = ratios
+            row[f"vs_{peer}"] = statistics.median(ratios) if ratios else None
         rows.append(row)
     return rows
 
@@ -423,12 +450,12 @@ def main():
         unknown = set(given) - set(allowed)
         if unknown:
             parser.error(f"unknown {name}(s) {sorted(unknown)}; expected some of {list(allowed)}")
-    jobs = [(s, b) for b in backends for s in systems if s != "transformers"]
-    if "transformers" in systems:
+    jobs = [(s, b) for b in backends for s in systems if s not in TRANSFORMERS]
+    for system in (s for s in systems if s in TRANSFORMERS):
         if "torch" in backends:
-            jobs.append(("transformers", "torch"))
+            jobs.append((system, "torch"))
         else:
-            print("transformers runs only when torch is among --backends", file=sys.stderr)
+            print(f"{system} runs only when torch is among --backends", file=sys.stderr)
 
     print(f"L{args.layers}/H{args.hidden}/A{args.heads}/I{args.intermediate}, vocabulary "
           f"{args.vocabulary}, seq {args.seq}, batch {args.batch}, {args.masked} masked, "
@@ -436,7 +463,7 @@ def main():
           file=sys.stderr, flush=True)
     runs = []  # one entry per (round, system, backend)
     for round_ in range(args.rounds):
-        for system, backend in jobs:
+        for system, backend in jobs if round_ % 2 == 0 else jobs[::-1]:
             print(f"  round {round_ + 1}/{args.rounds}: {system} on {backend} ...", file=sys.stderr, flush=True)
             result = {"system": system, "backend": backend, "round": round_, **launch(args, system, backend)}
             if "seconds" in result:
@@ -451,15 +478,17 @@ def main():
     results = summarize(args, runs, jobs)
 
     print()
-    print("| system | backend | jit | seq/s | ms/step | tokens/s | vs KerasHub | peak RSS (MiB) |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+    print("| system | backend | jit | seq/s | ms/step | tokens/s | vs KerasHub | vs transformers (equal work) "
+          "| vs transformers (stock) | peak RSS (MiB) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         if "seq_per_s" not in r:
-            print(f"| {r['system']} | {r['backend']} | | failed ({r['error']}) | | | | |")
+            print(f"| {r['system']} | {r['backend']} | | failed ({r['error']}) | | | | | | |")
             continue
-        ratio = f"{r['vs_keras_hub']:.2f}" if r.get("vs_keras_hub") else "n/a"
+        ratios = " | ".join(f"{r[k]:.2f}" if r.get(k) else "n/a"
+                            for k in ("vs_keras_hub", "vs_transformers_gathered", "vs_transformers"))
         print(f"| {r['system']} | {r['backend']} | {r['jit']} | {r['seq_per_s']:.2f} | "
-              f"{r['ms_per_step']:.0f} | {r['tokens_per_s']:.0f} | {ratio} | {r['peak_rss_mb']:.0f} |")
+              f"{r['ms_per_step']:.0f} | {r['tokens_per_s']:.0f} | {ratios} | {r['peak_rss_mb']:.0f} |")
     if args.json:
         with open(args.json, "w") as f:
             config = {k: getattr(args, k) for k in CONFIG_FLAGS}
