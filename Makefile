@@ -44,8 +44,10 @@ demo: $(VENV)/.installed data/.fetched
 TEST_WORKERS ?= 2
 TEST_THREADS ?= 1
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+# (XLA's CPU client: no Eigen pool beside its own threads when TEST_THREADS=1.)
+EIGEN := $(if $(filter 1,$(TEST_THREADS)),--xla_cpu_multi_thread_eigen=false,)
 THREADS := OMP_NUM_THREADS=$(TEST_THREADS) MKL_NUM_THREADS=$(TEST_THREADS) TF_NUM_INTRAOP_THREADS=$(TEST_THREADS) \
-	XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=$(TEST_THREADS) $(XLA_FLAGS)"
+	XLA_FLAGS="$(strip $(EIGEN) $(XLA_FLAGS))"
 
 test: $(VENV)/.installed data/.fetched
 	@status=0; for backend in $(BACKENDS); do \
