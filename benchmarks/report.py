@@ -31,7 +31,7 @@ import os
 from common import machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SYSTEMS = ("kerasbert", "keras_hub", "transformers")
+SYSTEMS = ("kerasbert", "keras_hub", "transformers", "transformers_gathered")
 LABELS = {"kerasbert": "kerasbert", "keras_hub": "KerasHub", "transformers": "transformers (torch)",
           "transformers_gathered": "transformers, equal work (torch)"}
 COLORS = {"kerasbert": "#1f77b4", "keras_hub": "#ff7f0e", "transformers": "#2ca02c",
