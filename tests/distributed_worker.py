@@ -203,20 +203,18 @@ def run_cli(mesh):
     sharding)."""
     import tempfile
 
-    kjv = os.path.join(os.path.dirname(__file__), "..", "data", "kjv_documents.txt")
     with tempfile.TemporaryDirectory() as work:
-        return _compare_cli_runs(kjv, work, mesh)
+        return _compare_cli_runs(work, mesh)
 
 
-def _compare_cli_runs(kjv, work, mesh):
+def _compare_cli_runs(work, mesh):
     import numpy as np
+    from helpers import kjv_chapters
 
     from kerasbert.cli import main
     from kerasbert.utils.io import read_safetensors
 
-    text = os.path.join(work, "kjv.txt")
-    with open(kjv, encoding="utf-8") as f, open(text, "w", encoding="utf-8") as out:
-        out.write("\n\n".join(f.read().split("\n\n")[:30]) + "\n")
+    text = kjv_chapters(os.path.join(work, "kjv.txt"), 30)
     weights, histories = {}, {}
     for flags in (["--distribution", "model", "--mesh", mesh], ["--distribution", "data"]):
         output = os.path.join(work, flags[1])

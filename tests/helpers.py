@@ -158,6 +158,17 @@ def rotten_tomatoes():
         ]
 
 
+def kjv_chapters(path, count):
+    """Writes the first `count` chapters of the King James Bible to `path`
+    (one verse per line, a blank line between chapters: pretraining's
+    document format); returns the path as a string."""
+    with open(os.path.join(DATA, "kjv_documents.txt"), encoding="utf-8") as f:
+        chapters = f.read().split("\n\n")[:count]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n\n".join(chapters) + "\n")
+    return str(path)
+
+
 def kjv_lines():
     with open(os.path.join(DATA, "kjv.txt"), encoding="utf-8") as f:
         return f.read().split("\n")

@@ -17,13 +17,13 @@ import sys
 import keras
 import numpy as np
 import pytest
+from helpers import kjv_chapters
 
 import kerasbert
 from kerasbert.tokenizers import training
 from kerasbert.utils.io import read_safetensors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KJV = os.path.join(HERE, "..", "data", "kjv_documents.txt")
 WORKER = os.path.join(HERE, "multiprocess_worker.py")
 STEPS, EXIT_AFTER = 12, 8
 
@@ -75,11 +75,7 @@ def wait(processes, timeout=300):
 
 @pytest.fixture(scope="module")
 def text(tmp_path_factory):
-    with open(KJV, encoding="utf-8") as f:
-        chapters = f.read().split("\n\n")[:30]
-    path = tmp_path_factory.mktemp("text") / "kjv_30.txt"
-    path.write_text("\n\n".join(chapters) + "\n", encoding="utf-8")
-    return str(path)
+    return kjv_chapters(tmp_path_factory.mktemp("text") / "kjv_30.txt", 30)
 
 
 @pytest.fixture(scope="module")

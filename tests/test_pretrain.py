@@ -8,6 +8,7 @@ import os
 import keras
 import numpy as np
 import pytest
+from helpers import kjv_chapters
 
 import kerasbert
 from kerasbert import checkpointing
@@ -15,18 +16,13 @@ from kerasbert.cli import main
 from kerasbert.runs.pretraining import pretrain
 from kerasbert.utils.io import read_safetensors
 
-KJV = os.path.join(os.path.dirname(__file__), "..", "data", "kjv_documents.txt")
 TINY = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32)
 
 
 @pytest.fixture(scope="module")
 def text(tmp_path_factory):
     """The first 60 chapters of the King James Bible, one verse per line."""
-    with open(KJV, encoding="utf-8") as f:
-        chapters = f.read().split("\n\n")[:60]
-    path = tmp_path_factory.mktemp("text") / "kjv_60.txt"
-    path.write_text("\n\n".join(chapters) + "\n", encoding="utf-8")
-    return str(path)
+    return kjv_chapters(tmp_path_factory.mktemp("text") / "kjv_60.txt", 60)
 
 
 def run(text, output, objective, preset="bert_tiny_en_uncased", **kwargs):

@@ -8,9 +8,9 @@ import re
 import keras
 import numpy as np
 import pytest
+from helpers import encoder_inputs, kjv_chapters, tiny_encoder
 
 import kerasbert
-from helpers import encoder_inputs, tiny_encoder
 from kerasbert import checkpointing
 from kerasbert.utils.io import read_safetensors
 
@@ -132,9 +132,7 @@ def test_running_out_of_memory_says_what_to_shrink():
 def test_pretraining_stops_before_checkpointing_broken_weights(tmp_path, capsys):
     from kerasbert.cli import main
 
-    kjv = os.path.join(os.path.dirname(__file__), "..", "data", "kjv_documents.txt")
-    with open(kjv, encoding="utf-8") as f:
-        (tmp_path / "kjv.txt").write_text("\n\n".join(f.read().split("\n\n")[:20]) + "\n", encoding="utf-8")
+    kjv_chapters(tmp_path / "kjv.txt", 20)
     with pytest.raises(SystemExit) as exit_status:
         main(["pretrain", "--preset", "bert_tiny_en_uncased", "--objective", "mlm", "--from-scratch",
               "--train-files", str(tmp_path / "kjv.txt"), "--vocabulary-size", "300", "--sequence-length", "32",
