@@ -29,9 +29,36 @@ def machine():
 
 
 def run_stamp():
-    """What a results file records of where and when it was measured (the
-    plot labels each panel with it)."""
-    return {"machine": machine(), "date": datetime.date.today().isoformat()}
+    """What a results file records of where, when and on what it was
+    measured: the machine (the plot labels each panel with it), the date,
+    kerasbert's commit ("+" when the working tree had changes) and the
+    versions of the libraries compared."""
+    return {"machine": machine(), "date": datetime.date.today().isoformat(), "commit": commit(),
+            "versions": versions()}
+
+
+def commit():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    git = lambda *args: subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", "kerasbert", "benchmarks")
+    except OSError:
+        return None
+    return (head + "+" * bool(changed)) or None
+
+
+def versions():
+    from importlib import metadata
+
+    found = {}
+    for name in ("kerasbert", "keras", "keras-hub", "tensorflow", "tensorflow-text", "jax", "torch",
+                 "transformers", "tokenizers"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
 
 
 def latency(call, texts, calls, warmup=0):
@@ -54,7 +81,7 @@ def system_jobs(systems, backends):
     (a torch library) once, on torch."""
     jobs = []
     for system in systems:
-        jobs += [(system, "torch")] if system == "transformers" else [(system, b) for b in backends]
+        jobs += [(system, "torch")] if system.startswith("transformers") else [(system, b) for b in backends]
     return jobs
 
 

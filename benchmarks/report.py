@@ -1,41 +1,44 @@
-"""Tables and a plot from the benchmarks' JSON files.
+"""Tables and a plot from the benchmarks' JSON files, and the tables of
+README.md and docs/performance.md.
 
     .venv/bin/python benchmarks/report.py [--results benchmarks/results]
-        [--plot docs/performance.png]
+        [--plot docs/performance.png] [--docs]
 
 Reads whichever of these files `--results` holds (each written by the
-script named, with `--json`):
+script named, with `--json`): `pretraining_float32.json`,
+`pretraining_bfloat16.json` (`pretraining.py`); `finetuning.json`,
+`finetuning_plain_recipe.json`, `finetuning_bfloat16.json`,
+`finetuning_keras_hub.json` (`finetuning.py`); `finetuning_recipe.json`
+(`finetuning_recipe.py`); `inference.json` (`inference.py`);
+`latency.json` (`latency.py`); `loading.json` (`loading.py`);
+`question_answering.json` (`question_answering.py`); `crf.json`
+(`crf.py`). It prints one markdown table per file and draws the speed ones
+side by side, one panel per workload and bars per backend and system, into
+the PNG `--plot` (needs matplotlib: `pip install -e ".[bench]"`). A file
+that is missing leaves its panel saying so.
 
-* `pretraining_float32.json`, `pretraining_bfloat16.json`:
-  `benchmarks/pretraining.py [--precision mixed_bfloat16]`;
-* `finetuning.json`, `finetuning_bfloat16.json`: `benchmarks/finetuning.py
-  [--precision mixed_bfloat16]`;
-* `finetuning_keras_hub.json`: `benchmarks/finetuning.py --systems
-  kerasbert,keras_hub,transformers` (KerasHub's `BertTextClassifier`, about
-  35 minutes);
-* `inference.json`: `benchmarks/inference.py`;
-* `question_answering.json`: `benchmarks/question_answering.py` (F1, no
-  panel);
-* `crf.json`: `benchmarks/crf.py` (epoch times, no panel);
-
-prints one markdown table per file (the figures docs/performance.md shows)
-and draws the speed ones side by side, one panel per workload and bars per backend
-and system, into the PNG `--plot` (needs matplotlib: `pip install -e
-".[bench]"`). A file that is missing leaves its panel saying so.
+`--docs` rewrites every block of README.md and docs/performance.md that
+starts with `<!-- report.py: NAME -->` and ends with `<!-- end report.py
+-->`: NAME is a results file (a path under `--results`) or `summary`, the
+targets table built from several. tests/test_benchmark_report.py checks
+that the blocks are what the files give, and that no measured ratio is
+written outside them.
 """
 
 import argparse
 import json
 import os
+import re
 
 from common import machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SYSTEMS = ("kerasbert", "keras_hub", "transformers", "transformers_gathered")
+SYSTEMS = ("kerasbert", "keras_hub", "transformers_best", "transformers", "transformers_gathered")
 LABELS = {"kerasbert": "kerasbert", "keras_hub": "KerasHub", "transformers": "transformers (torch)",
+          "transformers_best": "transformers at its best (torch)",
           "transformers_gathered": "transformers, equal work (torch)"}
 COLORS = {"kerasbert": "#1f77b4", "keras_hub": "#ff7f0e", "transformers": "#2ca02c",
-          "transformers_gathered": "#98df8a"}
+          "transformers_best": "#17becf", "transformers_gathered": "#98df8a"}
 BACKENDS = ("tensorflow", "jax", "torch")
 
 # (file, panel title, [(field, bar label suffix)], unit)
@@ -69,49 +72,75 @@ def ratio(value, reference):
     return f"{value / reference:.2f}×" if value and reference else "—"
 
 
+def _versus(r, peer, results, field):
+    """r against `peer` on `field`: the median of paired per-round ratios
+    where the file has them (with each round's in brackets), else the ratio
+    of medians."""
+    if r["system"] == peer:
+        return "1.00"
+    if peer == "keras_hub" and r["system"].startswith("transformers"):
+        return "—"  # KerasHub runs on three backends
+    paired = r.get(f"vs_{peer}")
+    if isinstance(paired, (int, float)):
+        rounds = r.get(f"vs_{peer}_rounds") or []
+        return f"{paired:.2f}×" + (f" ({', '.join(f'{x:.2f}' for x in rounds)})" if len(rounds) > 1 else "")
+    reference = next((p for p in results if p["system"] == peer
+                      and (p["backend"] == r["backend"] or peer.startswith("transformers"))), None)
+    return ratio(r.get(field), reference and reference.get(field))
+
+
 def pretraining_table(data):
-    lines = ["| system | backend | train step | seq/s | tokens/s | vs KerasHub (same backend) | peak RSS (MiB) |",
-             "|---|---|---|---:|---:|---:|---:|"]
-    transformers = next((r for r in rows(data) if r["system"] == "transformers"), None)
-    for r in rows(data):
-        vs = f"{r['vs_keras_hub']:.2f}×" if r.get("vs_keras_hub") else "—"
-        lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['backend']} | {r['jit']} | "
-                     f"{r['seq_per_s']:.2f} | {r['tokens_per_s']:.0f} | {vs} | {r['peak_rss_mb']:.0f} |")
-    kerasbert = [r for r in rows(data) if r["system"] == "kerasbert"]
-    if any(r.get("vs_transformers_gathered") for r in kerasbert):
-        lines.append("")
-        lines.append("Against transformers (seq/s, median of paired per-round ratios), equal work (its head "
-                     "at the masked positions only) / stock (its head at every token): " + ", ".join(
-                         f"kerasbert on {r['backend']} {r['vs_transformers_gathered']:.2f}× / "
-                         f"{r['vs_transformers']:.2f}×" for r in kerasbert))
-    elif transformers:
-        lines.append("")
-        lines.append("Against transformers (seq/s ratio): " + ", ".join(
-            f"kerasbert on {r['backend']} {ratio(r['seq_per_s'], transformers['seq_per_s'])}"
-            for r in kerasbert))
+    results = rows(data)
+    peers = [p for p in ("keras_hub", "transformers_gathered", "transformers") if any(r["system"] == p
+                                                                                      for r in results)]
+    names = {"keras_hub": "vs KerasHub (same backend)", "transformers_gathered": "vs transformers, equal work",
+             "transformers": "vs transformers, stock"}
+    lines = ["| system | backend | train step | seq/s (rounds) | tokens/s | " + " | ".join(names[p] for p in peers)
+             + " | peak RSS (MiB) |", "|---|---|---|---:|---:|" + "---:|" * len(peers) + "---:|"]
+    for r in results:
+        rounds = r.get("rounds") or []
+        speed = f"{r['seq_per_s']:.2f}" + (f" ({', '.join(f'{x:.2f}' for x in rounds)})" if len(rounds) > 1 else "")
+        lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['backend']} | {r['jit']} | {speed} | "
+                     f"{r['tokens_per_s']:.0f} | " + " | ".join(_versus(r, p, results, "seq_per_s") for p in peers)
+                     + f" | {r['peak_rss_mb']:.0f} |")
     return "\n".join(lines)
 
 
 def finetuning_table(data):
-    lines = [("| system | backend | accuracy | train ex/s | predict ex/s | vs KerasHub (train, predict) | "
-             "vs transformers (train, predict) | peak RSS (MiB) |"),
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    """One row per (system, backend). Files of --rounds runs with a seed per
+    round give accuracy's mean ± standard deviation over the seeds and the
+    ratios to each transformers variant as medians of per-round ratios."""
     results = rows(data)
-    reference = next((r for r in results if r["system"] == "transformers"), None)
+    peers = [p for p in ("transformers_best", "transformers") if any(r["system"] == p for r in results)]
+    lines = [("| system | backend | accuracy | train ex/s | predict ex/s | vs KerasHub (train, predict) | "
+              + "".join(f"vs {LABELS[p]} (train, predict) | " for p in peers) + "peak RSS (MiB) |"),
+             "|---|---|---:|---:|---:|---:|" + "---:|" * len(peers) + "---:|"]
     for r in results:
         hub = next((h for h in results if h["system"] == "keras_hub" and h["backend"] == r["backend"]), None)
         vs_hub = "—" if not hub or r["system"] == "keras_hub" else (
             f"{ratio(r['train_examples_per_s'], hub['train_examples_per_s'])}, "
             f"{ratio(r['predict_examples_per_s'], hub['predict_examples_per_s'])}")
-        paired = r.get("vs_transformers")  # medians of per-round ratios (--rounds)
-        vs_hf = "—" if not reference or r is reference else (
-            f"{paired['train']:.2f}×, {paired['predict']:.2f}×" if paired else
-            f"{ratio(r['train_examples_per_s'], reference['train_examples_per_s'])}, "
-            f"{ratio(r['predict_examples_per_s'], reference['predict_examples_per_s'])}")
+        versus = []
+        for peer in peers:
+            reference = next(p for p in results if p["system"] == peer)
+            paired = r.get(f"vs_{peer}")  # medians of per-round ratios (--rounds)
+            versus.append("—" if r is reference or r["system"].startswith("transformers") and not paired else (
+                f"{paired['train']:.2f}×, {paired['predict']:.2f}×" if paired else
+                f"{ratio(r['train_examples_per_s'], reference['train_examples_per_s'])}, "
+                f"{ratio(r['predict_examples_per_s'], reference['predict_examples_per_s'])}"))
+        accuracy = (f"{r['accuracy_mean']:.4f} ± {r['accuracy_std']:.4f}" if "accuracy_mean" in r
+                    else f"{r['accuracy']:.4f}")
         peak = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "—"
-        lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['backend']} | {r['accuracy']:.4f} | "
-                     f"{r['train_examples_per_s']:.1f} | {r['predict_examples_per_s']:.1f} | {vs_hub} | {vs_hf} | "
-                     f"{peak} |")
+        lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['backend']} | {accuracy} | "
+                     f"{r['train_examples_per_s']:.1f} | {r['predict_examples_per_s']:.1f} | {vs_hub} | "
+                     + "".join(f"{v} | " for v in versus) + f"{peak} |")
+    if "recipe_settings" in data:
+        recipe = data["recipe_settings"]
+        lines.append("")
+        lines.append(f"Recipe on every side: `{data['recipe']}` (new head at "
+                     f"{recipe['head_learning_rate_multiplier']:g}× the learning rate, "
+                     f"{recipe['warmup_fraction']:.0%} warmup); {data['rounds']} rounds, seeds "
+                     f"{data['seed']}–{data['seed'] + data['rounds'] - 1}; commit {data.get('commit', '?')}.")
     return "\n".join(lines)
 
 
@@ -164,16 +193,205 @@ def crf_table(data):
     return "\n".join(lines)
 
 
+def loading_table(data):
+    """Seconds to a usable MiniLM encoder (benchmarks/loading.py)."""
+    lines = ["| system | backend | first load s | second load s | peak RSS (MiB) |", "|---|---|---:|---:|---:|"]
+    for r in rows(data):
+        lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['backend']} | {r['first_load_s']:.2f} | "
+                     f"{r['second_load_s']:.2f} | {r['peak_rss_mb']:.0f} |")
+    lines.append("")
+    lines.append(f"{data.get('rounds', 1)} round(s), {data['date']}, commit {data.get('commit') or 'not recorded'}.")
+    return "\n".join(lines)
+
+
+def latency_table(data):
+    """Request latency, milliseconds (benchmarks/latency.py)."""
+    sizes = data["sizes"]
+    lines = ["| system | backend | " + " | ".join(f"{n} string{'s' * (n > 1)}: median / p90 ms | vs transformers' "
+                                                  "forward" for n in sizes) + " | peak RSS (MiB) |",
+             "|---|---|" + "---:|---:|" * len(sizes) + "---:|"]
+    names = {"savedmodel": "kerasbert's SavedModel (TensorFlow alone)", "transformers": "transformers, forward",
+             "transformers_pipeline": "transformers, `pipeline`"}
+    for r in rows(data):
+        cells = []
+        for n in sizes:
+            vs = r.get(f"{n}_vs_transformers")
+            cells.append(f"{r[f'{n}_median_ms']:.1f} / {r[f'{n}_p90_ms']:.1f} | "
+                         + ("1.00" if r["system"] == "transformers" else f"{vs:.2f}×" if vs else "—"))
+        lines.append(f"| {names.get(r['system'], r['system'])} | {r['backend']} | " + " | ".join(cells)
+                     + f" | {r['peak_rss_mb']:.0f} |")
+    lines.append("")
+    lines.append(f"{data['rounds']} rounds of {data['calls']} requests of each size, {data['date']}, "
+                 f"commit {data.get('commit') or 'not recorded'}; a ratio below 1 is faster than transformers.")
+    return "\n".join(lines)
+
+
+def recipe_table(data):
+    """Validation accuracy of each recipe setting (benchmarks/finetuning_recipe.py)."""
+    best = data["best"]
+    lines = ["| new head's learning rate | warmup | validation accuracy (mean ± std) | per seed | chosen |",
+             "|---:|---:|---:|---|---|"]
+    for r in data["settings"]:
+        chosen = all(r[k] == v for k, v in best.items())
+        lines.append(f"| {r['head_learning_rate_multiplier']:g}× | {r['warmup_fraction']:.0%} | "
+                     f"{r['accuracy_mean']:.4f} ± {r['accuracy_std']:.4f} | "
+                     f"{', '.join(f'{a:.4f}' for a in r['accuracies'])} | {'yes' if chosen else ''} |")
+    lines.append("")
+    lines.append(f"{data['train']:,} training and {data['validation']:,} validation rows carved from the "
+                 f"benchmark's training rows, seeds {', '.join(map(str, data['seeds']))}, on {data['backend']}; "
+                 f"{data['date']}, commit {data.get('commit', '?')}.")
+    return "\n".join(lines)
+
+
 TABLES = {
     "pretraining_float32.json": pretraining_table,
     "pretraining_bfloat16.json": pretraining_table,
     "finetuning.json": finetuning_table,
     "finetuning_bfloat16.json": finetuning_table,
+    "finetuning_plain_recipe.json": finetuning_table,
     "inference.json": inference_table,
     "finetuning_keras_hub.json": finetuning_table,
     "question_answering.json": question_answering_table,
     "crf.json": crf_table,
+    "finetuning_recipe.json": recipe_table,
+    "loading.json": loading_table,
+    "latency.json": latency_table,
 }
+
+
+def _by_backend(results, system, field):
+    """`field` of `system`'s row on each backend, in BACKENDS order."""
+    found = {r["backend"]: r.get(field) for r in results if r["system"] == system}
+    return [found.get(b) for b in BACKENDS]
+
+
+def _ratios(values, key=None, digits=2):
+    pick = (lambda v: v) if key is None else (lambda v: v and v.get(key))
+    return " / ".join(f"{pick(v):.{digits}f}×" if pick(v) else "—" for v in values)
+
+
+def _met(values, targets, key=None):
+    pick = (lambda v: v) if key is None else (lambda v: v and v.get(key))
+    measured = [pick(v) for v in values]
+    if any(m is None for m in measured):
+        return "not measured on every backend"
+    missed = [b for b, m, t in zip(BACKENDS, measured, targets) if m < t]
+    return "yes" if not missed else "no: " + ", ".join(missed)
+
+
+def _stamp(data):
+    rounds = data.get("rounds") or (data.get("config") or {}).get("rounds")
+    return (f"{data['date']}, {data.get('commit') or 'commit not recorded'}"
+            + (f", {rounds} rounds" if rounds else ""))
+
+
+def summary_table(results_directory):
+    """The targets and where they stand: one row per measured workload,
+    ratios in backend order (tensorflow / jax / torch), each the median of
+    per-round ratios to the peer's run in the same round."""
+    lines = ["| workload | target | measured (tensorflow / jax / torch) | run | met |", "|---|---|---|---|---|"]
+    pretraining = load(results_directory, "pretraining_float32.json")
+    if pretraining:
+        kerasbert = rows(pretraining)
+        run = _stamp(pretraining)
+        for field, workload, targets in [
+                ("vs_keras_hub", "MLM training, float32, vs KerasHub", (1.25, 1.25, 1.0)),
+                ("vs_transformers_gathered", "MLM training, float32, vs transformers doing the same work "
+                 "(its head at the masked positions only)", (1.25, 1.25, 1.25)),
+                ("vs_transformers", "MLM training, float32, vs transformers' stock `BertForMaskedLM` "
+                 "(its head at every position)", None)]:
+            values = _by_backend(kerasbert, "kerasbert", field)
+            target = "report" if targets is None else " / ".join(f"≥ {t:g}×" for t in targets)
+            met = "—" if targets is None else _met(values, targets)
+            lines.append(f"| {workload} | {target} | {_ratios(values)} | {run} | {met} |")
+    finetuning = load(results_directory, "finetuning.json")
+    if finetuning:
+        results = rows(finetuning)
+        run = _stamp(finetuning)
+        for peer, label in [("transformers_best", "transformers at its best (length-grouped training, "
+                                                  "length-sorted prediction, `inference_mode`)"),
+                            ("transformers", "transformers as it comes (random batches, prediction in order)")]:
+            values = _by_backend(results, "kerasbert", f"vs_{peer}")
+            if not any(values):
+                continue
+            best = peer == "transformers_best"
+            for kind, target in (("train", 1.25), ("predict", 1.5)):
+                work = "training" if kind == "train" else "prediction"
+                lines.append(f"| fine-tuning MiniLM, {work}, vs {label} | "
+                             f"{f'≥ {target:g}×' if best else 'report'} | {_ratios(values, kind)} | {run} | "
+                             f"{_met(values, (target,) * 3, kind) if best else '—'} |")
+        reference = next((r for r in results if r["system"] == "transformers_best"), None)
+        if reference and "accuracy_mean" in reference:
+            error = reference["accuracy_std"] / reference["rounds"] ** 0.5
+            mine = [r for r in results if r["system"] == "kerasbert"]
+            within = [r["accuracy_mean"] >= reference["accuracy_mean"] - error for r in mine]
+            lines.append(
+                "| fine-tuning MiniLM, accuracy (mean ± std over the seeds), vs transformers at its best, same "
+                "recipe | not below transformers' mean by more than one standard error of it | " + " / ".join(f"{r['accuracy_mean']:.4f} ± {r['accuracy_std']:.4f}"
+                                                     for r in mine)
+                + f" (transformers {reference['accuracy_mean']:.4f} ± {reference['accuracy_std']:.4f}) | {run} | "
+                + ("yes" if all(within) else "no: " + ", ".join(r["backend"] for r, w in zip(mine, within)
+                                                                 if not w)) + " |")
+    latency = load(results_directory, "latency.json")
+    if latency:
+        results = rows(latency)
+        run = _stamp(latency)
+        for n in latency["sizes"]:
+            values = _by_backend(results, "kerasbert", f"{n}_vs_transformers")
+            measured = " / ".join(f"{v:.2f}×" if v else "—" for v in values)
+            met = ("yes" if all(v is not None and v <= 1.0 for v in values) else
+                   "no: " + ", ".join(b for b, v in zip(BACKENDS, values) if v is None or v > 1.0))
+            lines.append(f"| latency of a request of {n} string{'s' * (n > 1)} through `predict`, vs transformers' "
+                         f"tokenizer and forward (below 1: faster) | ≤ 1× | {measured} | {run} | {met} |")
+            saved = next((r.get(f"{n}_vs_transformers") for r in results if r["system"] == "savedmodel"), None)
+            if saved is not None:
+                lines.append(f"| the same through the SavedModel | ≤ 1× | {saved:.2f}× | {run} | "
+                             f"{'yes' if saved <= 1.0 else 'no'} |")
+    return "\n".join(lines)
+
+
+GENERATED = {**TABLES, "summary": summary_table}
+DOCUMENTS = ("README.md", os.path.join("docs", "performance.md"))
+_BLOCK = re.compile(r"(<!-- report\.py: (?P<name>[\w./]+) -->\n)(?P<body>.*?)(<!-- end report\.py -->)", re.S)
+
+
+def generated(name, results_directory):
+    """The text of a generated block: a table of one results file, or the
+    summary of several."""
+    if name == "summary":
+        return summary_table(results_directory)
+    data = load(results_directory, name)
+    return f"*{name} is missing.*" if data is None else TABLES[os.path.basename(name)](data)
+
+
+def render(text, results_directory):
+    """`text` with every `<!-- report.py: NAME -->` ... `<!-- end report.py
+    -->` block filled from the results files."""
+    def fill(match):
+        if os.path.basename(match["name"]) not in GENERATED:
+            raise ValueError(f"unknown report block {match['name']!r}; known: {sorted(GENERATED)}")
+        return match[1] + generated(match["name"], results_directory) + "\n" + match[4]
+
+    return _BLOCK.sub(fill, text)
+
+
+def stale_documents(results_directory, root=ROOT):
+    """The documents whose generated blocks differ from what the results
+    files give (`--docs` rewrites them)."""
+    stale = []
+    for name in DOCUMENTS:
+        with open(os.path.join(root, name), encoding="utf-8") as f:
+            text = f.read()
+        if render(text, results_directory) != text:
+            stale.append(name)
+    return stale
+
+
+def ungenerated_ratios(text):
+    """Measured ratios ("1.23×") outside the generated blocks; targets
+    ("≥ 1.25×") are not measurements."""
+    outside = _BLOCK.sub("", text)
+    return re.findall(r"(?<![≥≤<>] )(?<![≥≤<>])\b\d+\.\d+×", outside)
 
 
 def bars(axis, data, fields, unit, title):
@@ -237,7 +455,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "performance.png"))
+    parser.add_argument("--docs", action="store_true",
+                        help="rewrite the generated blocks of README.md and docs/performance.md")
     args = parser.parse_args()
+    if args.docs:
+        for name in DOCUMENTS:
+            path = os.path.join(ROOT, name)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            partial = path + ".partial"
+            with open(partial, "w", encoding="utf-8") as f:
+                f.write(render(text, args.results))
+            os.replace(partial, path)  # never a half-written document
+        print(f"rewrote the generated blocks of {', '.join(DOCUMENTS)}")
     loaded = {name: load(args.results, name) for name, *_ in PANELS}
     if not any(loaded.values()):
         parser.error(f"no results in {args.results}: run the benchmarks with --json there first "

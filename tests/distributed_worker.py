@@ -1,7 +1,7 @@
 """Trains one task for a few steps on one device, then again from the same
 weights under a distribution on 8 virtual CPU devices, and prints (JSON) the
-largest weight difference, how far training moved the weights, how each
-variable is placed, and the time per step of both runs.
+largest weight difference, how far training moved the weights and how each
+variable is placed (the time per step is benchmarks/distributed.py's).
 
 It runs in a process of its own (the virtual devices must exist before the
 backend starts), which `tests/test_distributed.py` starts:
@@ -81,19 +81,22 @@ def _build(task, tokenizer, jit_compile=True):
         preprocessor = TextPreprocessor(tokenizer, sequence_length=32, pad_to_sequence_length=not jit_compile)
         model = kerasbert.TextClassifier(kerasbert.Encoder(vocabulary_size=30522, **size), num_classes=2,
                                          preprocessor=preprocessor, dropout=0.0)
-        model.compile(learning_rate=1e-3, warmup_fraction=0.0, jit_compile=jit_compile)
+        model.compile(learning_rate=1e-3, head_learning_rate_multiplier=10.0, warmup_fraction=0.0,
+                      jit_compile=jit_compile)
         return model
     if task == "ner":
         preprocessor = TokenClassificationPreprocessor(tokenizer, sequence_length=32, pad_to_sequence_length=False)
         model = kerasbert.TokenClassifier(kerasbert.Encoder(vocabulary_size=30522, **size), labels=_conll().label_names,
                                           crf=True, preprocessor=preprocessor, dropout=0.0)
-        model.compile(learning_rate=1e-3, warmup_fraction=0.0, jit_compile=jit_compile)
+        model.compile(learning_rate=1e-3, head_learning_rate_multiplier=10.0, warmup_fraction=0.0,
+                      jit_compile=jit_compile)
         return model
     if task == "qa":
         preprocessor = QuestionAnsweringPreprocessor(tokenizer, sequence_length=128, doc_stride=16,
                                                      max_question_length=32)
         model = kerasbert.QuestionAnswerer(kerasbert.Encoder(vocabulary_size=30522, **size), preprocessor=preprocessor)
-        model.compile(learning_rate=1e-3, warmup_fraction=0.0, jit_compile=jit_compile)
+        model.compile(learning_rate=1e-3, head_learning_rate_multiplier=10.0, warmup_fraction=0.0,
+                      jit_compile=jit_compile)
         return model
     if task == "electra":
         discriminator = kerasbert.Encoder(vocabulary_size=64, embedding_dim=8, **size)
@@ -145,19 +148,11 @@ def _fit_arguments(task):
 
 
 def _train(model, arguments):
-    """STEPS steps, then (for the time per step) STEPS more, except for the
-    fine-tuning tasks, whose recipe starts afresh on every fit with its train
-    step traced again (a second fit would time the tracing, which is slow on
-    8 TensorFlow replicas)."""
+    """STEPS steps of `fit`: the trained weights."""
     import keras
 
-    model.fit(**arguments, batch_size=BATCH, epochs=1, verbose=0)  # compiles; STEPS steps
-    seconds = None
-    if not hasattr(model, "_recipe"):
-        start = time.perf_counter()
-        model.fit(**arguments, batch_size=BATCH, epochs=1, verbose=0)
-        seconds = (time.perf_counter() - start) / STEPS
-    return [keras.ops.convert_to_numpy(v) for v in model.trainable_variables], seconds
+    model.fit(**arguments, batch_size=BATCH, epochs=1, verbose=0)
+    return [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
 
 
 def _placement(model, backend):
@@ -304,22 +299,20 @@ def run(backend, strategy, task, mesh="2x4"):
     jit_compile = strategy != "mirrored"
     single = _build(task, tokenizer, jit_compile)
     initial = [keras.ops.convert_to_numpy(v) for v in single.trainable_variables]
-    single_weights, single_seconds = _train(single, arguments)
+    single_weights = _train(single, arguments)
 
     keras.utils.set_random_seed(0)
     with _distribution(strategy, backend, mesh_shape):
         distributed = _build(task, tokenizer, jit_compile)
         for variable, value in zip(distributed.trainable_variables, initial):
             variable.assign(value)
-        distributed_weights, distributed_seconds = _train(distributed, arguments)
+        distributed_weights = _train(distributed, arguments)
         placement = _placement(distributed, backend)
 
     return {
         "strategy": strategy, "task": task, "mesh": mesh,
         "max_abs_difference": max(float(np.max(np.abs(a - b))) for a, b in zip(single_weights, distributed_weights)),
         "max_abs_update": max(float(np.max(np.abs(a - b))) for a, b in zip(single_weights, initial)),
-        "single_seconds_per_step": single_seconds,
-        "distributed_seconds_per_step": distributed_seconds,
         "placement": placement,
     }
 

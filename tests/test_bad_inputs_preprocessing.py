@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import tensorflow_pass_only
 
 from kerasbert.preprocessing import (
     MaskedLMMasker,
@@ -40,6 +41,9 @@ from kerasbert.tokenizers import (
 )
 from kerasbert.tokenizers.byte_pair import bytes_to_unicode
 from kerasbert.tokenizers.sentence_piece import read_sentencepiece_model
+
+# TensorFlow ops and Python, the same whatever the Keras backend: checked once.
+pytestmark = tensorflow_pass_only
 
 
 @pytest.fixture(autouse=True)

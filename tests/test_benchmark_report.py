@@ -6,6 +6,8 @@ import os
 import sys
 from unittest import mock
 
+import pytest
+
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 sys.path.insert(0, BENCHMARKS)  # the scripts import `common` as their sibling
 import common  # noqa: E402
@@ -36,6 +38,7 @@ def test_tables_have_a_row_per_result():
 def test_panels_name_the_machine_their_file_records():
     stamp = common.run_stamp()
     assert stamp["machine"].startswith(f"{os.cpu_count()} × ")
+    assert stamp["versions"]["keras"] == __import__("keras").__version__ and stamp["commit"]
     assert len(stamp["date"]) == 10 and stamp["date"][4] == "-"
     data = {**stamp, "results": [{"system": "kerasbert", "backend": "jax", "seq_per_s": 3.0}]}
     axis = mock.MagicMock()
@@ -57,7 +60,41 @@ def test_checked_in_results_record_their_machine():
         for name in report.TABLES:
             data = report.load(results, name)
             if data is not None:
-                assert set(common.run_stamp()) <= set(data), f"{results}/{name} records no machine and date"
+                assert {"machine", "date"} <= set(data), f"{results}/{name} records no machine and date"
+
+
+def test_published_tables_are_those_the_results_files_give():
+    """README.md's and docs/performance.md's tables are `report.py --docs`'s
+    output for the files checked in: a figure edited by hand, or a results
+    file changed without rerunning `--docs`, fails here."""
+    assert report.stale_documents(_TOP) == [], "run: .venv/bin/python benchmarks/report.py --docs"
+
+
+def test_no_measured_ratio_is_written_outside_a_generated_table():
+    for name in report.DOCUMENTS:
+        with open(os.path.join(os.path.dirname(BENCHMARKS), name), encoding="utf-8") as f:
+            text = f.read()
+        assert report.ungenerated_ratios(text) == [], name
+    # What counts: a measured ratio in prose does, a target does not, nor
+    # one inside a generated block.
+    block = "<!-- report.py: summary -->\n| a | 1.40× |\n<!-- end report.py -->"
+    assert report.ungenerated_ratios(f"ran 1.51× as fast; target ≥ 1.25× or ≥1.5×\n{block}") == ["1.51×"]
+
+
+def test_rendering_fills_each_block_from_its_file(tmp_path):
+    data = {**common.run_stamp(), "results": [
+        {"system": "kerasbert", "backend": "torch", "first_load_s": 0.5, "second_load_s": 0.25, "peak_rss_mb": 9.0}]}
+    (tmp_path / "loading.json").write_text(json.dumps(data))
+    text = "before\n<!-- report.py: loading.json -->\nstale\n<!-- end report.py -->\nafter\n"
+    rendered = report.render(text, str(tmp_path))
+    assert rendered.startswith("before\n<!-- report.py: loading.json -->\n| system |")
+    assert "| kerasbert | torch | 0.50 | 0.25 | 9 |" in rendered and "stale" not in rendered
+    assert rendered.endswith("<!-- end report.py -->\nafter\n")
+    assert report.render(rendered, str(tmp_path)) == rendered
+    assert "*crf.json is missing.*" in report.render("<!-- report.py: crf.json -->\n<!-- end report.py -->",
+                                                     str(tmp_path))
+    with pytest.raises(ValueError, match="unknown report block 'nothing.json'"):
+        report.render("<!-- report.py: nothing.json -->\n<!-- end report.py -->", str(tmp_path))
 
 
 def test_profile_predict_attributes_compiled_ops_to_the_model_part(tmp_path):

@@ -65,7 +65,7 @@ def test_classification_keeps_the_best_epoch_and_stops_early(tiny_preset, tmp_pa
     patience=1 it is the last of the four epochs asked for."""
     output = tmp_path / "sst2"
     result = finetune("classification", tiny_preset, SST2, output, validation_file=SST2, epochs=4, patience=1,
-                      metric="loss", learning_rate=5e-3, callbacks=[_SpoilEpoch(2)], **FAST)
+                      metric="loss", learning_rate=5e-3, head_learning_rate_multiplier=10.0, callbacks=[_SpoilEpoch(2)], **FAST)
     history = result.history
     assert history["epoch"] == [1, 2] and len(history["loss"]) == 2  # stopped early
     assert {"val_accuracy", "val_f1", "val_matthews_correlation", "val_loss"} <= set(history)
@@ -103,7 +103,7 @@ def test_command_line_fine_tunes_sentence_pairs(tiny_preset, tmp_path, capsys):
     code = main([
         "finetune", "--task", "classification", "--preset", tiny_preset, "--train-file", MRPC,
         "--output", str(output), "--epochs", "1", "--sequence-length", "16", "--batch-size", "5",
-        "--learning-rate", "1e-3", "--verbose", "0",
+        "--learning-rate", "1e-3", "--head-learning-rate-multiplier", "10", "--verbose", "0",
     ])
     assert code == 0
     out = capsys.readouterr().out
@@ -143,7 +143,7 @@ def test_squad_v2_is_scored_with_a_null_threshold(tiny_preset, tmp_path):
     # Windows of the encoder's 128 tokens (75 of them), with doc_stride and
     # max_question_length scaled down from transformers' 128 and 64 at 384.
     result = finetune("squad", tiny_preset, SQUAD_V2, output, validation_file=SQUAD_V2, epochs=1,
-                      batch_size=25, learning_rate=5e-3, verbose=0)
+                      batch_size=25, learning_rate=5e-3, head_learning_rate_multiplier=10.0, verbose=0)
     settings = read(output / "run.json")
     assert settings["squad_version"] == "2.0" and settings["null_score_threshold"] == 0.0
     assert (settings["sequence_length"], settings["doc_stride"], settings["max_question_length"]) == (128, 42, 32)

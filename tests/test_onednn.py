@@ -8,9 +8,11 @@ import subprocess
 import sys
 
 import pytest
+from helpers import tensorflow_pass_only
 
-pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
-                                reason="kerasbert switches oneDNN on x86-64 only")
+# TensorFlow's setting, whatever the Keras backend: checked once.
+pytestmark = [pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                                 reason="kerasbert switches oneDNN on x86-64 only"), tensorflow_pass_only]
 
 # What TensorFlow itself reports after the imports: the variable, and whether
 # its oneDNN kernels and graph rewrites are on.

@@ -10,6 +10,9 @@ import kerasbert
 from helpers import assert_graph_unchecked, minilm_directory, rotten_tomatoes, tensorflow_pass_only
 from kerasbert.preprocessing import MaskedLMMasker, Packer
 
+# TensorFlow ops, the same whatever the Keras backend: checked once.
+pytestmark = tensorflow_pass_only
+
 
 @pytest.fixture
 def tokenizer(minilm_tokenizer):
@@ -48,7 +51,6 @@ def _round_robin_reference(a, b, budget):
     return keep
 
 
-@tensorflow_pass_only
 @pytest.mark.parametrize("style", ["bert", "roberta"])
 def test_packer_graph_holds_no_checks(tokenizer, style):
     # Pairs keep one check of their own (as many rows in both), made before packing.

@@ -17,12 +17,17 @@ inputs drawn by hypothesis (derandomized: the same examples every run).
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import tensorflow_pass_only
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kerasbert.preprocessing import MaskedLMMasker, Packer
 from kerasbert.tokenizers import BytePairTokenizer, SentencePieceTokenizer, WordPieceTokenizer
 from kerasbert.tokenizers.byte_pair import bytes_to_unicode
+
+# TensorFlow ops, the same whatever the Keras backend: checked once.
+pytestmark = tensorflow_pass_only
+
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):

@@ -59,7 +59,7 @@ def add_parser(commands):
     add("--epochs", type=int, default=3, metavar="N", help="passes over the training file (default 3)")
     add("--learning-rate", type=finite_number, metavar="LR", help="peak learning rate (default 5e-5)")
     add("--head-learning-rate-multiplier", type=finite_number, metavar="X",
-        help="the new head's learning rate relative to the encoder's (default 10)")
+        help="the new head's learning rate relative to the encoder's (default 100)")
     add("--layer-decay", type=finite_number, metavar="X", help="layer-wise learning-rate decay in (0, 1] (default 1)")
     add("--weight-decay", type=finite_number, metavar="X", help="AdamW weight decay (default 0.01)")
     add("--warmup-fraction", type=finite_number, metavar="X",

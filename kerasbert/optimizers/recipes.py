@@ -200,7 +200,7 @@ def finetuning_optimizer(
     *,
     total_steps,
     learning_rate=5e-5,
-    head_learning_rate_multiplier=10.0,
+    head_learning_rate_multiplier=100.0,
     layer_decay=1.0,
     warmup_steps=None,
     weight_decay=0.01,

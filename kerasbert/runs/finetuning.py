@@ -460,8 +460,8 @@ def finetune(
         batch_size, epochs: of the training.
         learning_rate, head_learning_rate_multiplier, layer_decay,
             weight_decay, warmup_fraction, accumulation_steps: the recipe
-            of `FineTuningTask.compile` (None: its defaults, 5e-5, 1.0, 1.0,
-            0.01, 0.1), scheduled over all `epochs`.
+            of `FineTuningTask.compile` (None: its defaults, 5e-5, 100.0,
+            1.0, 0.01, 0.1), scheduled over all `epochs`.
         precision: "float32", "mixed_bfloat16" or "mixed_float16".
         jit_compile: True, False or "auto" (XLA on JAX, and on TensorFlow
             with a GPU or TPU; eager on torch and on TensorFlow on CPU).

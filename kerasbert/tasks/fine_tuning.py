@@ -154,7 +154,7 @@ class FineTuningTask(Task):
     # transformers' `{Family}For{huggingface_architecture}` holds this head.
     huggingface_architecture = None
     # Defaults of the recipe; `compile(...)` overrides them.
-    recipe_defaults = {"learning_rate": 5e-5, "head_learning_rate_multiplier": 10.0, "layer_decay": 1.0,
+    recipe_defaults = {"learning_rate": 5e-5, "head_learning_rate_multiplier": 100.0, "layer_decay": 1.0,
                        "weight_decay": 0.01, "warmup_fraction": 0.1}
 
     def _freeze_unused_pooler(self):
