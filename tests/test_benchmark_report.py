@@ -29,6 +29,9 @@ def test_tables_have_a_row_per_result():
             found += 1
             lines = table(data).splitlines()
             body = [line for line in lines[2:] if line.startswith("| ")]
+            if "results" not in data:  # finetuning_recipe.json: a row per setting
+                assert len(body) == len(data["settings"]), name
+                continue
             assert len(body) == len(report.rows(data)), name
             for row, line in zip(report.rows(data), body):
                 assert line.split(" | ")[1] == row["backend"], (name, line)
