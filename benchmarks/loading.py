@@ -6,7 +6,8 @@ kerasbert next to KerasHub and transformers, on this machine's CPU.
         [--systems kerasbert,keras_hub,transformers] [--rounds 1] [--json out.json]
 
 Each (system, backend) runs in a fresh process, which imports its library
-(not timed; transformers' BERT modules too, which it imports lazily), then
+(not timed; transformers' BERT modules and kerasbert's modules too, which
+they import lazily), then
 loads the same checkpoint directory twice, timing each call: the first load
 (what a script pays) and a second one (what is left once the process has
 compiled and cached what it needs):
@@ -37,8 +38,13 @@ LOADERS = {
 
 def worker(system):
     module = __import__(system)
-    if system == "transformers":  # it imports lazily: its BERT modules then, untimed like the others' imports
+    # Libraries that import lazily import here what loading uses, untimed like
+    # the others' imports: transformers' BERT modules; kerasbert's Keras
+    # modules and its Hugging Face conversion.
+    if system == "transformers":
         module.AutoModel, module.BertModel
+    if system == "kerasbert":
+        module.Encoder, __import__("kerasbert.convert")
     directory = checkpoint_directory()
     times = []
     for _ in range(2):
