@@ -40,12 +40,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
-from common import alternating, latency, peak_rss_mb, run_stamp, run_worker, worker_environment
+from common import alternating, latency, peak_rss_mb, run_stamp, run_worker
 from finetuning import ROOT, checkpoint_directory, split
 
 SIZES = (1, 8)
@@ -178,11 +177,8 @@ def main():
             if system == "savedmodel":
                 if backend not in exported:
                     continue
-                # Served from a TensorFlow-only process, whichever backend exported it.
-                arguments += ["--savedmodel", exported[backend]]
-                result = run_serving(arguments)
-            else:
-                result = run_worker(__file__, arguments, system, backend, cwd=ROOT)
+                arguments += ["--savedmodel", exported[backend]]  # served by a TensorFlow-only process
+            result = run_worker(__file__, arguments, system, backend, cwd=ROOT)
             if result is None:
                 continue
             runs.append({"system": system, "backend": backend, "round": round_, **result})
@@ -198,17 +194,6 @@ def main():
         with open(args.json, "w") as f:
             json.dump({**run_stamp(), "rounds": args.rounds, "calls": args.calls, "sizes": list(SIZES),
                        "results": results, "runs": runs}, f, indent=2)
-
-
-def run_serving(arguments):
-    env = worker_environment("tensorflow")
-    done = subprocess.run([sys.executable, __file__, *arguments], env=env, capture_output=True, text=True,
-                          cwd=ROOT, check=False)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode or not lines:
-        print(f"savedmodel failed:\n{done.stderr[-3000:]}", file=sys.stderr)
-        return None
-    return json.loads(lines[-1][len("RESULT "):])
 
 
 def summarize(runs, todo):
