@@ -243,6 +243,24 @@ def recipe_table(data):
     return "\n".join(lines)
 
 
+def roofline_table(data):
+    """Useful work per second against the machine's matmul peak (benchmarks/roofline.py)."""
+    lines = ["| system | backend | training: useful GFLOP/s | of the peak | prediction: useful GFLOP/s | of the peak |",
+             "|---|---|---:|---:|---:|---:|"]
+    for r in data["results"]:
+        lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['backend']} | {r['train_useful_gflops']:.1f} | "
+                     f"{r['train_of_peak']:.0%} | {r['predict_useful_gflops']:.1f} | {r['predict_of_peak']:.0%} |")
+    lines.append("")
+    ceilings = "; ".join(f"{LABELS.get(peer, peer)}: training {c['train']:.2f}×, prediction {c['predict']:.2f}×"
+                         for peer, c in data["ceiling_vs"].items())
+    lines.append(f"Peak: {data['peak_gflops']:.1f} GFLOP/s ({data['peak_kernel']}, float32, from "
+                 f"{data['matmul']}); fine-tuning runs from {data['finetuning']} (commit "
+                 f"{data.get('finetuning_commit') or 'not recorded'}), {data['machine']}. The most any system doing "
+                 f"this work in float32 on this CPU could be ahead (the peak over the peer's useful rate): "
+                 f"{ceilings}.")
+    return "\n".join(lines)
+
+
 TABLES = {
     "pretraining_float32.json": pretraining_table,
     "pretraining_bfloat16.json": pretraining_table,
@@ -256,6 +274,7 @@ TABLES = {
     "finetuning_recipe.json": recipe_table,
     "loading.json": loading_table,
     "latency.json": latency_table,
+    "roofline.json": roofline_table,
 }
 
 
@@ -305,6 +324,9 @@ def summary_table(results_directory):
             met = "—" if targets is None else _met(values, targets)
             lines.append(f"| {workload} | {target} | {_ratios(values)} | {run} | {met} |")
     finetuning = load(results_directory, "finetuning.json")
+    roofline = load(results_directory, "roofline.json")
+    if roofline and roofline.get("finetuning_commit") != (finetuning or {}).get("commit"):
+        roofline = None  # computed from other runs
     if finetuning:
         results = rows(finetuning)
         run = _stamp(finetuning)
@@ -317,9 +339,11 @@ def summary_table(results_directory):
             best = peer == "transformers_best"
             for kind, target in (("train", 1.25), ("predict", 1.5)):
                 work = "training" if kind == "train" else "prediction"
+                met = _met(values, (target,) * 3, kind) if best else "—"
+                if best and roofline and peer in roofline["ceiling_vs"]:
+                    met += f" (equal-work ceiling on this CPU: {roofline['ceiling_vs'][peer][kind]:.2f}×)"
                 lines.append(f"| fine-tuning MiniLM, {work}, vs {label} | "
-                             f"{f'≥ {target:g}×' if best else 'report'} | {_ratios(values, kind)} | {run} | "
-                             f"{_met(values, (target,) * 3, kind) if best else '—'} |")
+                             f"{f'≥ {target:g}×' if best else 'report'} | {_ratios(values, kind)} | {run} | {met} |")
         reference = next((r for r in results if r["system"] == "transformers_best"), None)
         if reference and "accuracy_mean" in reference:
             error = reference["accuracy_std"] / reference["rounds"] ** 0.5

@@ -3,7 +3,10 @@
 The suite runs once per backend: `KERAS_BACKEND=jax pytest` (see Makefile).
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # no test ever downloads anything
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -13,6 +16,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Results are the same; only their speed, which no test checks, differs.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+# Many tests compile the same JAX programs (a task of the same tiny config,
+# another instance): JAX's persistent compilation cache, keyed by the
+# program without its debug names, compiles each once per run. One folder
+# for the run, made by the first process (pytest-xdist's workers and the
+# tests' subprocesses inherit it) and removed by it at exit.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerasbert-tests-jax-cache-")
+    atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
 
 import kerasbert  # noqa: E402
 

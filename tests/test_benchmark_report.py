@@ -166,3 +166,25 @@ def test_matmul_benchmark_times_the_right_product_on_this_backend():
     for bad in ("2048x384", "0x1x2", "axbxc"):
         with pytest.raises(Exception, match="MxKxN"):
             matmul.parse_shape(bad)
+
+
+def test_roofline_counts_the_products_torch_counts():
+    """benchmarks/roofline.py's useful work of MiniLM on examples of a few
+    lengths is what torch's FLOP counter counts for transformers' BertModel
+    of that config: the forward, and the backward twice it."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import roofline
+    from torch.utils.flop_counter import FlopCounterMode
+
+    config = transformers.BertConfig(vocab_size=100, hidden_size=roofline.HIDDEN, num_hidden_layers=roofline.LAYERS,
+                                     num_attention_heads=12, intermediate_size=roofline.INTERMEDIATE)
+    model = transformers.BertModel(config, add_pooling_layer=False)
+    for length in (1, 7, 50):
+        ids = torch.ones((1, length), dtype=torch.long)
+        with FlopCounterMode(display=False) as forward:
+            output = model(input_ids=ids).last_hidden_state
+        with FlopCounterMode(display=False) as backward:
+            output.sum().backward()
+        assert forward.get_total_flops() == roofline.forward_flops([length])
+        assert backward.get_total_flops() == 2 * roofline.forward_flops([length])

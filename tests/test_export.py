@@ -2,8 +2,10 @@
 backend, loaded and run in a fresh process where kerasbert and keras_hub
 cannot be imported (TensorFlow and tensorflow-text only; tensorflow-text
 imports Keras itself), giving `predict`'s outputs. On JAX and torch each
-export rebuilds the task in a TensorFlow subprocess, so the exports are made
-once for the module and served by one process."""
+export rebuilds the task in a TensorFlow subprocess (about 8 s each), so the
+exports are made once for the module and served by one process; there the
+regressor and the embedder, whose exports differ from the classifier's only
+in the graph TensorFlow builds, are exported in the tensorflow pass only."""
 
 import json
 import math
@@ -76,6 +78,12 @@ def serve(requests, directory):
         return outputs, described["signatures"], described["variables"]
 
 
+# The tasks exported on this backend (see the module doc).
+EXPORTED = ("pairs", "command", "regressor", "embedder", "tagger", "reader", "filler")
+if keras.backend.backend() != "tensorflow":
+    EXPORTED = tuple(n for n in EXPORTED if n not in ("regressor", "embedder"))
+
+
 def tiny_encoder(num_segments=2):
     return kerasbert.Encoder(vocabulary_size=30522, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
                              num_segments=num_segments, max_sequence_length=64, initializer_range=0.3)
@@ -124,18 +132,19 @@ def exported(minilm_tokenizer, tmp_path_factory):
     models["filler"].export(paths["filler"], top_k=3)
     models["command"].save_to_preset(root / "task")
     assert cli.main(["export", str(root / "task"), str(paths["command"])]) == 0
-    models["regressor"].export(paths["regressor"])
     paths["embedder"].mkdir()
     (paths["embedder"] / "mine.txt").write_text("keep me")
     with pytest.raises(FileExistsError, match="overwrite=True"):
         models["embedder"].export(paths["embedder"])
     kept = (paths["embedder"] / "mine.txt").read_text()
-    models["embedder"].export(paths["embedder"], overwrite=True)
+    if "embedder" in EXPORTED:
+        models["regressor"].export(paths["regressor"])
+        models["embedder"].export(paths["embedder"], overwrite=True)
     inputs = {name: {"text": TEXTS} for name in models}
     inputs["pairs"]["text_pair"] = PAIRS
     inputs.update(tagger={"text": SENTENCES}, reader={"question": QUESTIONS, "context": CONTEXTS},
                   filler={"text": MASKED})
-    outputs, signatures, variables = serve({name: (paths[name], inputs[name]) for name in models}, str(root))
+    outputs, signatures, variables = serve({name: (paths[name], inputs[name]) for name in EXPORTED}, str(root))
     return {"models": models, "paths": paths, "root": root, "outputs": outputs, "signatures": signatures,
             "variables": variables, "kept": kept}
 
@@ -220,6 +229,7 @@ def test_masked_lm_serves_the_top_fills(exported, minilm_tokenizer):
         "probabilities": ["float32", [None, None, 3]]}
 
 
+@pytest.mark.skipif("embedder" not in EXPORTED, reason="exported in the tensorflow pass (see the module doc)")
 def test_regressor_and_embedder_serve_like_predict(exported):
     for name, output, width in [("regressor", "logits", 1), ("embedder", "embedding", 16)]:
         np.testing.assert_allclose(exported["outputs"][name][output],
@@ -229,14 +239,16 @@ def test_regressor_and_embedder_serve_like_predict(exported):
 
 def test_saved_models_list_the_task_variables(exported):
     # As a restored SavedModel's `variables` (and keras.layers.TFSMLayer's weights) show them.
-    for name, model in exported["models"].items():
+    for name in EXPORTED:
+        model = exported["models"][name]
         assert exported["variables"][name] == [len(model.trainable_variables), len(model.non_trainable_variables)], name
 
 
 def test_export_never_leaves_half_a_directory(exported):
     assert exported["kept"] == "keep me"  # refused without overwrite=True
-    assert sorted(os.listdir(exported["paths"]["embedder"])) == ["assets", "fingerprint.pb", "saved_model.pb",
-                                                                 "variables"]
+    if "embedder" in EXPORTED:  # then written over it
+        assert sorted(os.listdir(exported["paths"]["embedder"])) == ["assets", "fingerprint.pb", "saved_model.pb",
+                                                                     "variables"]
     assert not [n for n in os.listdir(exported["root"]) if n.startswith(".kerasbert-")]
 
 
