@@ -255,8 +255,9 @@ def roofline_table(data):
                          for peer, c in data["ceiling_vs"].items())
     lines.append(f"Peak: {data['peak_gflops']:.1f} GFLOP/s ({data['peak_kernel']}, float32, from "
                  f"{data['matmul']}); fine-tuning runs from {data['finetuning']} (commit "
-                 f"{data.get('finetuning_commit') or 'not recorded'}), {data['machine']}. The most any system doing "
-                 f"this work in float32 on this CPU could be ahead (the peak over the peer's useful rate): "
+                 f"{data.get('finetuning_commit') or 'not recorded'}), {data['machine']}. How far ahead a system "
+                 f"doing this work in float32, all of it at that peak, would be (the peak over the peer's useful "
+                 f"rate): "
                  f"{ceilings}.")
     return "\n".join(lines)
 

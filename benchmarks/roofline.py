@@ -24,7 +24,8 @@ fastest float32 matrix product measured on the same machine (the best of
 every engine and shape in the matmul results): a system that did nothing
 but the useful products at that rate; how many times
 faster than the peer such a system would be (`ceiling_vs`): no system doing the same
-float32 work on this CPU can be further ahead.
+float32 work with the product kernels measured on this CPU can be further
+ahead.
 """
 
 import argparse
