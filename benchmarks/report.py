@@ -257,8 +257,7 @@ def roofline_table(data):
                  f"{data['matmul']}); fine-tuning runs from {data['finetuning']} (commit "
                  f"{data.get('finetuning_commit') or 'not recorded'}), {data['machine']}. How far ahead a system "
                  f"doing this work in float32, all of it at that peak, would be (the peak over the peer's useful "
-                 f"rate): "
-                 f"{ceilings}.")
+                 f"rate): {ceilings}.")
     return "\n".join(lines)
 
 

@@ -19,11 +19,11 @@ extra work, not counted. (tests/test_benchmark_report.py checks the count
 against torch's FLOP counter on transformers' BertModel.)
 
 Each system's achieved useful rate is that work divided by its wall time
-in the fine-tuning results (the same rounds), and the ceiling is the
-fastest float32 matrix product measured on the same machine (the best of
-every engine and shape in the matmul results): a system that did nothing
-but the useful products at that rate; how many times
-faster than the peer such a system would be (`ceiling_vs`): no system doing the same
+in the fine-tuning results (the same rounds). The peak is the fastest
+float32 matrix product measured on the same machine (the best of every
+engine and shape in the matmul results), and `ceiling_vs` says how many
+times faster than each transformers variant a system would be that did
+nothing but the useful products at that peak: no system doing the same
 float32 work with the product kernels measured on this CPU can be further
 ahead.
 """
@@ -49,10 +49,7 @@ def forward_flops(lengths):
     return float(LAYERS * np.sum(lengths * per_token + 4 * lengths**2 * HIDDEN))
 
 
-def token_counts(texts):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint_directory())
+def token_counts(tokenizer, texts):
     return [len(ids) for ids in tokenizer(texts, truncation=True, max_length=MAX_TOKENS)["input_ids"]]
 
 
@@ -78,11 +75,15 @@ def main():
     if finetuning.get("precision", "float32") != "float32":
         raise SystemExit("the ceiling is float32's: give fine-tuning results measured in float32")
     peak, kernel = peak_gflops(matmul, finetuning["machine"])
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_directory())
     work = {}  # round -> (training, prediction) useful GFLOP
     for round_ in sorted({run["round"] for run in finetuning["runs"]}):
         (train, _), (test, _) = split(finetuning["seed"] + round_, finetuning["train"], finetuning["test"],
                                       finetuning.get("validation", False))
-        work[round_] = (3 * forward_flops(token_counts(train)) / 1e9, forward_flops(token_counts(test)) / 1e9)
+        work[round_] = (3 * forward_flops(token_counts(tokenizer, train)) / 1e9,
+                        forward_flops(token_counts(tokenizer, test)) / 1e9)
     rates = {}  # (system, backend) -> {"train": [...], "predict": [...]} useful GFLOP/s per round
     for run in finetuning["runs"]:
         train_work, predict_work = work[run["round"]]
@@ -97,8 +98,6 @@ def main():
             row[f"{phase}_useful_gflops"] = round(achieved, 1)
             row[f"{phase}_of_peak"] = round(achieved / peak, 3)
         results.append(row)
-    # How many times faster than each transformers variant a system doing
-    # only the useful products at the peak would be.
     ceiling = {row["system"]: {phase: round(peak / row[f"{phase}_useful_gflops"], 2) for phase in ("train", "predict")}
                for row in results if row["system"].startswith("transformers")}
     report = {**run_stamp(), "machine": finetuning["machine"], "finetuning": os.path.relpath(args.finetuning, HERE),

@@ -79,9 +79,8 @@ def serve(requests, directory):
 
 
 # The tasks exported on this backend (see the module doc).
-EXPORTED = ("pairs", "command", "regressor", "embedder", "tagger", "reader", "filler")
-if keras.backend.backend() != "tensorflow":
-    EXPORTED = tuple(n for n in EXPORTED if n not in ("regressor", "embedder"))
+EXPORTED = ("pairs", "command", "tagger", "reader", "filler") + (
+    ("regressor", "embedder") if keras.backend.backend() == "tensorflow" else ())
 
 
 def tiny_encoder(num_segments=2):

@@ -132,8 +132,8 @@ def test_task_serialization_round_trip():
 
 # --- ELECTRA --------------------------------------------------------------
 
-def electra(**kwargs):
-    discriminator = tiny_encoder(num_heads=4, hidden_dim=16, embedding_dim=8)
+def electra(num_layers=3, **kwargs):
+    discriminator = tiny_encoder(num_layers=num_layers, num_heads=4, hidden_dim=16, embedding_dim=8)
     return kerasbert.ElectraPretrainer(None, discriminator, seed=1, **kwargs)
 
 
@@ -292,8 +292,7 @@ def test_jit_compiled_training_matches_eager():
     results = []
     for jit in (False, True):
         keras.utils.set_random_seed(3)
-        pretrainer = kerasbert.ElectraPretrainer(
-            None, tiny_encoder(num_layers=1, num_heads=4, hidden_dim=16, embedding_dim=8), seed=1)
+        pretrainer = electra(num_layers=1)
         bias = np.zeros(pretrainer.discriminator.vocabulary_size, "float32")
         bias[7] = 1e4
         pretrainer.generator_head.bias.assign(bias)
