@@ -1,4 +1,5 @@
-"""kerasbert: one Keras 3 encoder for BERT, ALBERT, RoBERTa and ELECTRA.
+"""kerasbert: one Keras 3 encoder for the BERT family (BERT, ALBERT, RoBERTa,
+XLM-RoBERTa, ELECTRA, DistilBERT, ModernBERT).
 
 `import kerasbert` changes no setting. Where Keras is imported already
 (`import keras` first, as isort orders them), it imports the library at

@@ -1,4 +1,5 @@
-"""The one encoder: BERT, ALBERT, RoBERTa and ELECTRA are presets of it."""
+"""The one encoder: BERT, ALBERT, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT
+and ModernBERT are presets of it."""
 
 import keras
 from keras import ops
@@ -9,10 +10,13 @@ from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.embeddings import PositionEmbedding
 from kerasbert.layers.initializers import TruncatedNormal, clone_initializer
-from kerasbert.layers.transformer_block import TransformerBlock
+from kerasbert.layers.rotary import RotaryEmbedding
+from kerasbert.layers.transformer_block import FEEDFORWARDS, NORMALIZATIONS, TransformerBlock
 from kerasbert.utils.checks import check_bool, check_choice, check_int, check_number
 from kerasbert.utils.features import check_host_features
 from kerasbert.utils.preset_files import write_preset
+
+POSITION_ENCODINGS = ("learned", "rotary")
 
 
 def _validate_config(c):
@@ -40,6 +44,34 @@ def _validate_config(c):
     check_choice("activation", c["activation"], sorted(ACTIVATIONS))
     check_number("layer_norm_epsilon", c["layer_norm_epsilon"], 0, low_open=True)
     check_bool("pooler", c["pooler"])
+    check_choice("normalization", c["normalization"], NORMALIZATIONS)
+    check_choice("feedforward", c["feedforward"], FEEDFORWARDS)
+    check_bool("use_bias", c["use_bias"])
+    check_choice("position_encoding", c["position_encoding"], POSITION_ENCODINGS)
+    check_number("rotary_theta", c["rotary_theta"], 0, low_open=True)
+    check_number("local_rotary_theta", c["local_rotary_theta"], 0, low_open=True, allow_none=True)
+    check_int("local_attention_window", c["local_attention_window"], 2, allow_none=True)
+    check_int("global_attention_every", c["global_attention_every"], 1)
+    if c["global_attention_every"] > 1 and c["local_attention_window"] is None:
+        raise ValueError(
+            f"global_attention_every={c['global_attention_every']} makes the other layers local, but "
+            "local_attention_window is None; give the local layers' window (e.g. 128)."
+        )
+    if c["position_encoding"] == "rotary" and (c["hidden_dim"] // c["num_heads"]) % 2:
+        raise ValueError(
+            f"position_encoding='rotary' turns pairs of head dimensions; hidden_dim / num_heads = "
+            f"{c['hidden_dim'] // c['num_heads']} must be even."
+        )
+    if c["position_encoding"] != "learned" and c["position_offset"]:
+        raise ValueError(
+            f"position_offset={c['position_offset']} reserves rows of a learned position table; "
+            f"position_encoding={c['position_encoding']!r} has none (use 0)."
+        )
+    if c["normalization"] == "pre" and (c["num_layer_groups"] is not None or c["num_inner_layers"] != 1):
+        raise ValueError(
+            "normalization='pre' leaves the first block's attention input to the embeddings' LayerNorm, "
+            "so that block cannot be shared across layers: use num_layer_groups=None and num_inner_layers=1."
+        )
 
 
 def document_attention_mask(padding_mask):
@@ -73,26 +105,57 @@ def _embed(layers, inputs):
             # placeholder values Keras builds the graph with on torch.
             segments = ops.zeros_like(segments)
         x = x + layers["segment_embedding"](segments)
-    x = x + layers["position_embedding"](inputs["padding_mask"])
+    if layers["position_embedding"] is not None:
+        x = x + layers["position_embedding"](inputs["padding_mask"])
     return layers["embeddings_dropout"](layers["embeddings_layer_norm"](x))
 
 
-def _transform(layers, x, padding_mask, num_layers, groups, num_inner_layers, positions=None):
+def local_attention_mask(padding_mask, attention_mask, window):
+    """`attention_mask (batch, 1, seq, seq)` where query `i` and key `j` are
+    at most `window // 2` tokens apart (`padding_mask (batch, seq)` gives
+    the positions). A padding query farther than that from every real
+    token is left with no key: its attention averages every value, as
+    transformers' eager attention does (its SDPA gives zeros there)."""
+    index = ops.cumsum(ops.ones_like(padding_mask, dtype="int32"), axis=1)  # (batch, seq): 1, 2, ...
+    near = ops.abs(index[:, :, None] - index[:, None, :]) <= window // 2  # (batch, seq, seq)
+    return attention_mask & near[:, None, :, :]
+
+
+def _attention_kinds(config):
+    """Per layer, "global" or "local": layer `i` attends globally when `i`
+    is a multiple of `global_attention_every`, or when there is no local
+    window."""
+    every, window = config["global_attention_every"], config["local_attention_window"]
+    return ["global" if window is None or i % every == 0 else "local" for i in range(config["num_layers"])]
+
+
+def _transform(layers, config, x, padding_mask, positions=None):
     """Embeddings `(batch, seq, width)` -> sequence output `(batch, seq, hidden)`:
-    the projection (if any), then the transformer blocks. With `positions
-    (batch, n)` the last block runs at those rows only: `(batch, n, hidden)`."""
+    the projection (if any), the transformer blocks and the final LayerNorm
+    (pre-norm encoders). With `positions (batch, n)` the last block runs at
+    those rows only: `(batch, n, hidden)`."""
     if layers["embeddings_projection"] is not None:
         x = layers["embeddings_projection"](x)  # (batch, seq, hidden)
-    attention_mask = document_attention_mask(padding_mask)  # (batch, 1, seq, seq)
+    kinds = _attention_kinds(config)
+    masks = {"global": document_attention_mask(padding_mask)}  # (batch, 1, seq, seq)
+    if "local" in kinds:
+        masks["local"] = local_attention_mask(padding_mask, masks["global"], config["local_attention_window"])
+    rotary = {kind: None for kind in masks}
+    if layers["rotary_embeddings"] is not None:
+        rotary = {kind: layers["rotary_embeddings"][kind](padding_mask) for kind in masks}
     blocks = layers["transformer_blocks"]
+    num_layers, num_inner_layers = config["num_layers"], config["num_inner_layers"]
+    groups = config["num_layer_groups"] or num_layers
     for i in range(num_layers):
         group = int(i / (num_layers / groups))  # the Hugging Face ALBERT rule
         for j in range(num_inner_layers):
             last = i == num_layers - 1 and j == num_inner_layers - 1
-            query_positions = positions if last else None
             x = blocks[group * num_inner_layers + j](
-                x, attention_mask=attention_mask, query_positions=query_positions
+                x, attention_mask=masks[kinds[i]], query_positions=positions if last else None,
+                rotary=rotary[kinds[i]],
             )
+    if layers["final_layer_norm"] is not None:
+        x = layers["final_layer_norm"](x)
     return x
 
 
@@ -100,17 +163,23 @@ def _transform(layers, x, padding_mask, num_layers, groups, num_inner_layers, po
 class Encoder(keras.Model):
     """A bidirectional transformer encoder covering the whole BERT family.
 
-    BERT, ALBERT, RoBERTa and ELECTRA differ only in the values below (see the
-    JSON files in `presets/`):
+    The members of the family differ only in the values below (see the JSON
+    files in `presets/` and docs/architecture.md):
 
     - BERT: post-LN blocks, segment embeddings, a tanh pooler.
     - ALBERT: `embedding_dim` < `hidden_dim` (factorised embeddings, projected
       up) and `num_layer_groups` (cross-layer sharing: layer `i` reuses the
       blocks of group `int(i / (num_layers / num_layer_groups))`).
-    - RoBERTa: one segment, `position_offset=2` (fairseq positions), LayerNorm
-      epsilon 1e-5.
+    - RoBERTa and XLM-RoBERTa: one segment, `position_offset=2` (fairseq
+      positions), LayerNorm epsilon 1e-5.
     - ELECTRA: an embedding projection when `embedding_dim != hidden_dim`, no
       pooler.
+    - DistilBERT: no segments (`num_segments=0`), no pooler.
+    - ModernBERT: `normalization="pre"`, `feedforward="gated"`,
+      `use_bias=False`, `position_encoding="rotary"` with
+      `rotary_theta=160000` on global layers and `local_rotary_theta=10000`
+      on local ones, `local_attention_window=128` with
+      `global_attention_every=3`, no segments, no pooler.
 
     Inputs are a dict of `token_ids`, `segment_ids` (absent when
     `num_segments=0`) and `padding_mask`, each `(batch, seq)` integers. Outputs
@@ -155,6 +224,27 @@ class Encoder(keras.Model):
         pooler: whether to add the dense tanh pooler on the first token.
         initializer_range: standard deviation of the truncated-normal
             initializer.
+        normalization: "post" (LayerNorm after each residual sum, BERT) or
+            "pre" (LayerNorm on each sublayer's input and once after the
+            last block; the first block's attention reads the embeddings'
+            LayerNorm output as it is).
+        feedforward: "plain" or "gated" (GeGLU: the first feed-forward
+            layer is `2 * intermediate_dim` wide; `activation` of one half
+            times the other).
+        use_bias: whether the blocks' dense layers and every LayerNorm have
+            biases.
+        position_encoding: "learned" (a table of `max_sequence_length`
+            rows) or "rotary" (RoPE: queries and keys turned by their
+            positions; no table).
+        rotary_theta: RoPE's base on global-attention layers.
+        local_rotary_theta: RoPE's base on local-attention layers; `None`
+            means `rotary_theta`.
+        local_attention_window: `None` (every layer attends to the whole
+            sequence) or the window of the local layers: a token attends to
+            those at most `local_attention_window // 2` positions away.
+        global_attention_every: layer `i` attends globally when `i` is a
+            multiple of it, locally otherwise (needs
+            `local_attention_window`).
         dtype: a dtype or `keras.DTypePolicy` such as "mixed_bfloat16".
 
     Examples:
@@ -205,6 +295,14 @@ class Encoder(keras.Model):
         num_inner_layers=1,
         pooler=True,
         initializer_range=0.02,
+        normalization="post",
+        feedforward="plain",
+        use_bias=True,
+        position_encoding="learned",
+        rotary_theta=10000.0,
+        local_rotary_theta=None,
+        local_attention_window=None,
+        global_attention_every=1,
         dtype=None,
         **kwargs,
     ):
@@ -226,6 +324,14 @@ class Encoder(keras.Model):
             "num_inner_layers": num_inner_layers,
             "pooler": pooler,
             "initializer_range": initializer_range,
+            "normalization": normalization,
+            "feedforward": feedforward,
+            "use_bias": use_bias,
+            "position_encoding": position_encoding,
+            "rotary_theta": rotary_theta,
+            "local_rotary_theta": local_rotary_theta,
+            "local_attention_window": local_attention_window,
+            "global_attention_every": global_attention_every,
         }
         _validate_config(config)
         check_shardable(config)
@@ -245,13 +351,15 @@ class Encoder(keras.Model):
                 num_segments, width, embeddings_initializer=clone_initializer(init),
                 dtype=dtype, name="segment_embedding",
             )
-        position_embedding = PositionEmbedding(
-            max_sequence_length, width, position_offset=position_offset,
-            embeddings_initializer=clone_initializer(init),
-            dtype=dtype, name="position_embedding",
-        )
+        position_embedding = None
+        if position_encoding == "learned":
+            position_embedding = PositionEmbedding(
+                max_sequence_length, width, position_offset=position_offset,
+                embeddings_initializer=clone_initializer(init),
+                dtype=dtype, name="position_embedding",
+            )
         embeddings_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
+            epsilon=layer_norm_epsilon, center=use_bias, dtype=dtype, name="embeddings_layer_norm"
         )
         embeddings_dropout = Dropout(
             dropout, dtype=dtype, name="embeddings_dropout"
@@ -272,11 +380,26 @@ class Encoder(keras.Model):
                 activation=activation,
                 layer_norm_epsilon=layer_norm_epsilon,
                 kernel_initializer=clone_initializer(init),
+                normalization=normalization,
+                feedforward=feedforward,
+                use_bias=use_bias,
+                attention_norm=i > 0,  # "pre": the first block reads the embeddings' LayerNorm
                 dtype=dtype,
                 name=f"transformer_block_{i}",
             )
             for i in range(groups * num_inner_layers)
         ]
+        rotary_embeddings = None  # by kind of attention layer: their angles
+        if position_encoding == "rotary":
+            thetas = {"global": rotary_theta, "local": local_rotary_theta or rotary_theta}
+            rotary_embeddings = {kind: RotaryEmbedding(hidden_dim // num_heads, theta, dtype=dtype,
+                                                       name=f"{kind}_rotary_embedding")
+                                 for kind, theta in thetas.items()}
+        final_layer_norm = None
+        if normalization == "pre":
+            final_layer_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, center=use_bias, dtype=dtype, name="final_layer_norm"
+            )
         pooler_dense = None
         if pooler:
             pooler_dense = keras.layers.Dense(
@@ -299,9 +422,11 @@ class Encoder(keras.Model):
             "embeddings_dropout": embeddings_dropout,
             "embeddings_projection": embeddings_projection,
             "transformer_blocks": transformer_blocks,
+            "rotary_embeddings": rotary_embeddings,
+            "final_layer_norm": final_layer_norm,
         }
         x = _embed(layers, inputs)  # (batch, seq, width)
-        x = _transform(layers, x, inputs["padding_mask"], num_layers, groups, num_inner_layers)
+        x = _transform(layers, config, x, inputs["padding_mask"])
         first_token = x[:, 0, :]  # (batch, hidden)
         pooled = pooler_dense(first_token) if pooler else first_token
         outputs = {"sequence_output": x, "pooled_output": pooled}
@@ -319,6 +444,8 @@ class Encoder(keras.Model):
         self.embeddings_dropout = embeddings_dropout
         self.embeddings_projection = embeddings_projection
         self.transformer_blocks = transformer_blocks
+        self.rotary_embeddings = rotary_embeddings
+        self.final_layer_norm = final_layer_norm
         self.pooler_dense = pooler_dense
         for key, value in config.items():
             setattr(self, key, value)
@@ -387,6 +514,8 @@ class Encoder(keras.Model):
             "embeddings_dropout": self.embeddings_dropout,
             "embeddings_projection": self.embeddings_projection,
             "transformer_blocks": self.transformer_blocks,
+            "rotary_embeddings": self.rotary_embeddings,
+            "final_layer_norm": self.final_layer_norm,
         }
 
     @property
@@ -406,11 +535,7 @@ class Encoder(keras.Model):
         `positions (batch, n)`, the last layer runs at those rows only and
         the result is `sequence_output` there, `(batch, n, hidden_dim)` (see
         `outputs_at`)."""
-        groups = self.num_layers if self.num_layer_groups is None else self.num_layer_groups
-        return _transform(
-            self._layer_map(), embeddings, padding_mask, self.num_layers, groups, self.num_inner_layers,
-            positions=positions,
-        )
+        return _transform(self._layer_map(), self._encoder_config, embeddings, padding_mask, positions=positions)
 
     def outputs_at(self, inputs, positions):
         """The outputs a task reads when it needs only some positions (a

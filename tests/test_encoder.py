@@ -15,6 +15,10 @@ FAMILIES = {
     "albert_inner": dict(embedding_dim=8, num_layers=3, num_layer_groups=2, num_inner_layers=2),
     "roberta": dict(num_segments=1, position_offset=2, layer_norm_epsilon=1e-5, pooler=False),
     "electra": dict(embedding_dim=6, pooler=False),
+    "distilbert": dict(num_segments=0, pooler=False),
+    "modernbert": dict(num_segments=0, pooler=False, normalization="pre", feedforward="gated", use_bias=False,
+                       position_encoding="rotary", rotary_theta=160000.0, local_rotary_theta=10000.0,
+                       num_layers=3, local_attention_window=4, global_attention_every=2),
 }
 
 
@@ -231,6 +235,15 @@ def test_jax_on_a_cpu_attends_explicitly(monkeypatch):
         (dict(layer_norm_epsilon=0), ValueError, ["layer_norm_epsilon"]),
         (dict(pooler="yes"), TypeError, ["pooler"]),
         (dict(num_segments=-1), ValueError, ["num_segments"]),
+        (dict(normalization="sandwich"), ValueError, ["normalization", "'pre'"]),
+        (dict(feedforward="swiglu"), ValueError, ["feedforward", "'gated'"]),
+        (dict(position_encoding="alibi"), ValueError, ["position_encoding", "'rotary'"]),
+        (dict(global_attention_every=3), ValueError, ["global_attention_every=3", "local_attention_window"]),
+        (dict(local_attention_window=1), ValueError, ["local_attention_window"]),
+        (dict(position_encoding="rotary", position_offset=2), ValueError, ["position_offset=2"]),
+        (dict(position_encoding="rotary", hidden_dim=6, num_heads=2), ValueError, ["even"]),
+        (dict(normalization="pre", num_layer_groups=1), ValueError, ["num_layer_groups"]),
+        (dict(rotary_theta=0), ValueError, ["rotary_theta"]),
     ],
 )
 def test_invalid_configs_name_the_argument(overrides, error, words):

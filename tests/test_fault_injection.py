@@ -14,7 +14,7 @@ import keras
 import pytest
 
 WORKER = os.path.join(os.path.dirname(__file__), "fault_injection_worker.py")
-KILLS = 8  # per kind of write
+KILLS = 5  # per kind of write
 CORRUPTIONS = 24  # per kind of saved directory
 
 pytestmark = pytest.mark.skipif(

@@ -32,9 +32,15 @@ CONFIGS = {
                                                 classifier_dropout_prob=0.0)),
     "roberta": (transformers.RobertaConfig, dict(COMMON, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                                                   max_position_embeddings=42)),
+    "xlm-roberta": (transformers.XLMRobertaConfig, dict(COMMON, type_vocab_size=1, layer_norm_eps=1e-5,
+                                                          pad_token_id=1, max_position_embeddings=42)),
     "electra": (transformers.ElectraConfig, dict(COMMON, embedding_size=24)),
+    "distilbert": (transformers.DistilBertConfig, dict(
+        vocab_size=101, dim=32, n_layers=2, n_heads=2, hidden_dim=37, max_position_embeddings=40, dropout=0.0,
+        attention_dropout=0.0, seq_classif_dropout=0.0, qa_dropout=0.0)),
 }
-PREFIX = {"bert": "Bert", "albert": "Albert", "roberta": "Roberta", "electra": "Electra"}
+PREFIX = {"bert": "Bert", "albert": "Albert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta", "electra": "Electra",
+          "distilbert": "DistilBert"}
 TASKS = {
     "SequenceClassification": kerasbert.TextClassifier,
     "TokenClassification": kerasbert.TokenClassifier,
@@ -79,7 +85,7 @@ def test_heads_match_transformers_both_ways(family, architecture, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no tokenizer files in these checkpoints
         task = TASKS[architecture].from_preset(str(tmp_path / "hf"))
-    inputs = encoder_inputs(task.encoder, lengths=(9, 5), pad_id=1 if family == "roberta" else 0)
+    inputs = encoder_inputs(task.encoder, lengths=(9, 5), pad_id=1 if "roberta" in family else 0)
     expected = logits_of(hf_call(reference, inputs))
     np.testing.assert_allclose(task_logits(task, inputs), expected, atol=1e-4)
     if architecture in ("TokenClassification", "SequenceClassification"):

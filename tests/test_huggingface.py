@@ -34,6 +34,13 @@ COMMON = dict(
     hidden_dropout_prob=0.0,
     attention_probs_dropout_prob=0.0,
 )
+# DistilBERT's config.json names the same values differently.
+DISTILBERT = dict(vocab_size=97, dim=48, n_layers=3, n_heads=3, hidden_dim=37, max_position_embeddings=40,
+                  dropout=0.0, attention_dropout=0.0)
+# Local layers see 4 tokens either side: the inputs below are longer.
+MODERNBERT = dict(vocab_size=97, hidden_size=48, num_hidden_layers=4, num_attention_heads=3, intermediate_size=37,
+                  max_position_embeddings=40, local_attention=8, global_attn_every_n_layers=3, pad_token_id=0,
+                  bos_token_id=2, eos_token_id=3, cls_token_id=2, sep_token_id=3)
 CONFIGS = {
     "bert": ("bert", dict(COMMON, type_vocab_size=3, layer_norm_eps=1e-7)),
     "bert_gelu_tanh": ("bert", dict(COMMON, hidden_act="gelu_new", num_attention_heads=4)),
@@ -57,6 +64,17 @@ CONFIGS = {
         dict(COMMON, type_vocab_size=2, layer_norm_eps=1e-5, pad_token_id=3,
              max_position_embeddings=44, hidden_act="relu"),
     ),
+    "xlm_roberta": (
+        "xlm-roberta",
+        dict(COMMON, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1, max_position_embeddings=42),
+    ),
+    "distilbert": ("distilbert", DISTILBERT),
+    "distilbert_relu": ("distilbert", dict(DISTILBERT, n_heads=4, activation="relu", max_position_embeddings=33)),
+    "modernbert": ("modernbert", MODERNBERT),
+    "modernbert_biases_every_2": (
+        "modernbert", dict(MODERNBERT, num_hidden_layers=5, global_attn_every_n_layers=2, attention_bias=True,
+                           mlp_bias=True, norm_bias=True, local_attention=6, hidden_activation="gelu_new",
+                           global_rope_theta=1000.0, local_rope_theta=500.0)),
     "electra": ("electra", dict(COMMON, embedding_size=24)),
     "electra_same_width": ("electra", dict(COMMON, embedding_size=48, layer_norm_eps=1e-6)),
 }
@@ -84,16 +102,31 @@ def test_outputs_match_transformers(checkpoint):
         if "pooled_output" not in expected:  # ELECTRA has no pooler
             assert not encoder.pooler
             actual.pop("pooled_output")
+        if encoder.local_attention_window:
+            # A padding position farther than the window from every real token
+            # attends to no key in a local layer: transformers' SDPA gives it a
+            # zero context there, Keras's attention the mean of all values.
+            reach = _within_window(inputs["padding_mask"], encoder.local_attention_window // 2)
+            actual["sequence_output"] = actual["sequence_output"][reach]
+            expected["sequence_output"] = expected["sequence_output"][reach]
         assert_outputs_close(actual, expected, atol=1e-4)
+
+
+def _within_window(padding_mask, half_window):
+    """(batch, seq) True at real tokens and at padding at most `half_window`
+    positions from one."""
+    index = np.arange(padding_mask.shape[1])
+    distance = np.abs(index[:, None] - index[None, :])  # (seq, seq)
+    return ((distance[None] <= half_window) & (padding_mask[:, None, :] > 0)).any(-1)
 
 
 def test_configuration_is_mapped(checkpoint):
     model_type, config, model, directory = checkpoint
     encoder = kerasbert.from_preset(directory)
-    assert encoder.num_layers == config["num_hidden_layers"]
+    assert encoder.num_layers == config.get("num_hidden_layers", config.get("n_layers"))
     assert encoder.vocabulary_size == config["vocab_size"]
     assert encoder.count_params() == sum(p.numel() for p in model.parameters())
-    if model_type == "roberta":
+    if model_type in ("roberta", "xlm-roberta"):
         assert encoder.position_offset == config["pad_token_id"] + 1
     if model_type == "albert":
         assert len(encoder.transformer_blocks) == 2 * config.get("inner_group_num", 1)
@@ -190,6 +223,9 @@ def test_bfloat16_checkpoint(tmp_path):
     ("bert", dict(position_offset=2), ["roberta"]),
     ("electra", dict(), ["pooler"]),
     ("roberta", dict(num_layer_groups=1), ["albert"]),
+    ("distilbert", dict(), ["num_segments", "pooler"]),
+    ("modernbert", dict(num_segments=0, pooler=False), ["normalization='post'", "feedforward", "position_encoding"]),
+    ("bert", dict(normalization="pre", position_encoding="rotary"), ["only modernbert"]),
 ])
 def test_unrepresentable_exports_are_refused(tmp_path, model_type, kwargs, words):
     from helpers import tiny_encoder

@@ -1,5 +1,6 @@
 """The preset registry and every way `from_preset` resolves a reference."""
 
+import inspect
 import json
 import os
 
@@ -7,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from helpers import encoder_inputs, minilm_directory, run, tiny_encoder
 
 import kerasbert
-from helpers import encoder_inputs, minilm_directory, run, tiny_encoder
 from kerasbert import presets
-from kerasbert.convert import huggingface_config
+from kerasbert.convert import MODEL_TYPES, huggingface_config
 
 REQUIRED = [
     "albert_base_en_v2", "albert_large_en_v2", "all_minilm_l6_v2",
@@ -21,6 +22,8 @@ REQUIRED = [
     "electra_base_discriminator_en", "electra_base_generator_en",
     "electra_large_discriminator_en", "electra_small_discriminator_en",
     "electra_small_generator_en", "roberta_base_en", "roberta_large_en",
+    "distil_bert_base_en_uncased", "distil_bert_base_multi_cased",
+    "xlm_roberta_base_multi", "xlm_roberta_large_multi",
 ]
 
 
@@ -33,7 +36,7 @@ def test_every_required_preset_is_listed():
 def test_preset_files_are_complete_and_counted_by_transformers(name):
     spec = kerasbert.get_preset(name)
     assert spec["name"] == name
-    assert spec["family"] in ("bert", "albert", "roberta", "electra")
+    assert spec["family"] in MODEL_TYPES
     assert spec["weights"]["huggingface"].count("/") == 1
     assert spec["tokenizer"]["type"] in ("wordpiece", "sentencepiece", "byte_pair")
     for key in ("parameter_count", "license", "official_name"):
@@ -45,10 +48,11 @@ def test_preset_files_are_complete_and_counted_by_transformers(name):
         pass
 
     view = View()
-    view.__dict__.update(spec["encoder"])
-    hf = huggingface_config(view)
-    assert hf["model_type"] == spec["family"] or spec["name"] == "all_minilm_l6_v2"
-    kwargs = {"add_pooling_layer": spec["encoder"]["pooler"]} if hf["model_type"] in ("bert", "roberta") else {}
+    defaults = inspect.signature(kerasbert.Encoder).parameters.items()
+    view.__dict__.update({k: p.default for k, p in defaults if p.default is not p.empty}, **spec["encoder"])
+    hf = huggingface_config(view, spec["family"])
+    pooled = ("bert", "roberta", "xlm-roberta")
+    kwargs = {"add_pooling_layer": spec["encoder"]["pooler"]} if hf["model_type"] in pooled else {}
     with torch.device("meta"):
         model = transformers.AutoModel.from_config(transformers.AutoConfig.for_model(**hf), **kwargs)
     assert spec["metadata"]["parameter_count"] == sum(p.numel() for p in model.parameters())

@@ -1,8 +1,9 @@
 """Pretraining heads from and to transformers checkpoints, every family.
 
 Each reference is a randomly initialised transformers pretraining model
-(`BertForPreTraining`, `AlbertForPreTraining`, `RobertaForMaskedLM`,
-`ElectraForMaskedLM` + `ElectraForPreTraining`) of a tiny configuration,
+(`BertForPreTraining`, `AlbertForPreTraining`, the `...ForMaskedLM` of
+RoBERTa, XLM-RoBERTa and DistilBERT, `ElectraForMaskedLM` +
+`ElectraForPreTraining`) of a tiny configuration,
 every tensor randomised, saved to a directory and loaded with a task's
 `from_preset`; the task's logits must be transformers'.
 """
@@ -33,6 +34,8 @@ COMMON = dict(
 BERT = dict(COMMON, type_vocab_size=2, layer_norm_eps=1e-7, hidden_act="gelu_new")
 ALBERT = dict(COMMON, embedding_size=24, num_hidden_groups=1, classifier_dropout_prob=0.0)
 ROBERTA = dict(COMMON, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1, max_position_embeddings=42)
+DISTILBERT = dict(vocab_size=101, dim=32, n_layers=2, n_heads=2, hidden_dim=37, max_position_embeddings=40,
+                  dropout=0.0, attention_dropout=0.0, activation="gelu_new")
 ELECTRA = dict(COMMON, embedding_size=24)
 ELECTRA_GENERATOR = dict(ELECTRA, hidden_size=16, intermediate_size=20)
 LENGTHS = (11, 6, 3)
@@ -56,10 +59,12 @@ def albert(tmp_path_factory):
     return _save(transformers.AlbertForPreTraining(transformers.AlbertConfig(**ALBERT)), directory, 2), directory
 
 
-@pytest.fixture(scope="module")
-def roberta(tmp_path_factory):
-    directory = str(tmp_path_factory.mktemp("roberta"))
-    return _save(transformers.RobertaForMaskedLM(transformers.RobertaConfig(**ROBERTA)), directory, 3), directory
+# The families whose pretraining model is a masked LM alone: (model class, config).
+MASKED_LMS = {
+    "roberta": (transformers.RobertaForMaskedLM, transformers.RobertaConfig(**ROBERTA)),
+    "xlm-roberta": (transformers.XLMRobertaForMaskedLM, transformers.XLMRobertaConfig(**ROBERTA)),
+    "distilbert": (transformers.DistilBertForMaskedLM, transformers.DistilBertConfig(**DISTILBERT)),
+}
 
 
 @pytest.fixture(scope="module")
@@ -140,15 +145,17 @@ def test_bert_pretrainer_matches_transformers_both_ways(family, request, tmp_pat
     _check_bert_pretrainer(task, reloaded, inputs, sentence_task, key)
 
 
-def test_roberta_masked_lm_matches_transformers_both_ways(roberta, tmp_path):
-    reference, directory = roberta
-    task = kerasbert.MaskedLM.from_preset(directory)
-    inputs = _inputs(task.encoder, pad_id=ROBERTA["pad_token_id"])
+@pytest.mark.parametrize("family", sorted(MASKED_LMS))
+def test_masked_lm_matches_transformers_both_ways(family, tmp_path):
+    model_class, config = MASKED_LMS[family]
+    reference = _save(model_class(config), str(tmp_path / "hf"), len(family))
+    task = kerasbert.MaskedLM.from_preset(str(tmp_path / "hf"))
+    inputs = _inputs(task.encoder, pad_id=config.pad_token_id)
     expected = _at(_hf(reference, inputs)["logits"], inputs["mask_positions"])
     _close(_run(task, inputs), expected, "mlm")
 
-    reloaded = _load_and_reload(task, str(tmp_path))
-    assert isinstance(reloaded, transformers.RobertaForMaskedLM)
+    reloaded = _load_and_reload(task, str(tmp_path / "back"))
+    assert isinstance(reloaded, model_class)
     _close(_at(_hf(reloaded, inputs)["logits"], inputs["mask_positions"]), expected, "reloaded mlm")
 
 

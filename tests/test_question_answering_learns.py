@@ -42,9 +42,14 @@ def test_question_answerer_learns_to_find_answers_and_to_abstain(kjv_questions):
     train, validation = kjv_questions
     keras.utils.set_random_seed(0)
     model = kerasbert.QuestionAnswerer.from_preset("all_minilm_l6_v2", sequence_length=128, null_score_threshold=0.0)
+    # Without dropout two epochs learn what three epochs with it do (and take a
+    # third less of the suite's time).
+    for layer in model._flatten_layers():
+        if isinstance(layer, keras.layers.Dropout):
+            layer.rate = 0.0
     model.compile(learning_rate=3e-4, head_learning_rate_multiplier=1.0)
     before = model.evaluate_squad(validation)
-    history = model.fit(train, batch_size=16, epochs=3, verbose=0)
+    history = model.fit(train, batch_size=16, epochs=2, verbose=0)
     after = model.evaluate_squad(validation)
     silent = 100.0 * after["NoAns_total"] / after["total"]  # the F1 of never answering
     assert history.history["loss"][-1] < 0.5 * history.history["loss"][0]

@@ -1,5 +1,6 @@
-"""SentencePiece (ALBERT): ids and offsets identical to transformers' fast
-ALBERT tokenizer, on models trained here with the reference trainer."""
+"""SentencePiece (ALBERT; XLM-RoBERTa's and DeBERTa-v2/v3's layouts): ids
+and offsets identical to transformers' fast tokenizers, on models trained
+here with the reference trainer."""
 
 import json
 import os
@@ -46,18 +47,22 @@ def uncased(corpus, tmp_path_factory):
     return tokenizer, directory
 
 
-def train_raw(corpus, directory, rule="nmt_nfkc", sentences=60_000):
-    """A model trained directly with sentencepiece on raw (cased, accented)
-    text, with one of its normalisation rules (the charsmap it stores)."""
+ALBERT_PIECES = dict(pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"])
+
+
+def train_raw(corpus, directory, rule="nmt_nfkc", sentences=60_000, name="spiece", pieces=ALBERT_PIECES):
+    """A model `<name>.model` trained directly with sentencepiece on raw
+    (cased, accented) text, with one of its normalisation rules (the
+    charsmap it stores) and special pieces (`pieces`: the trainer's
+    `pad_id`, `control_symbols`, ... arguments)."""
     import sentencepiece
 
     sentencepiece.SentencePieceTrainer.train(
-        input=corpus, model_prefix=str(directory / "spiece"), vocab_size=2500, model_type="unigram",
-        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        input=corpus, model_prefix=str(directory / name), vocab_size=2500, model_type="unigram",
         input_sentence_size=sentences, shuffle_input_sentence=True, minloglevel=2,
-        normalization_rule_name=rule,
+        normalization_rule_name=rule, **pieces,
     )
-    (directory / "spiece.vocab").unlink()
+    (directory / f"{name}.vocab").unlink()
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +89,10 @@ def test_tokenizer_graph_holds_no_checks(pair):
 AWKWARD_PLUS = AWKWARD + [
     "``Quoted'' text, ```three''' and ''''", "a▁b ▁▁c", "000 0000 00000", "x [MASK]y [CLS][SEP] <unk>",
     "ǅ ﬁre ½ ㎏ Ⅻ ｆｕｌｌ", "\r\n\u3000\u200b\u200d\ufeff", "☃☃☃ snow☃man",
+    # Characters the charsmap deletes at the start of a text (or of the
+    # text after a special token), controls before combining marks.
+    "\x01\x01x y\x01", "\ufeff\u0301a \u200b\u0301b", "\r\n\u0301x", "x [MASK]\x01y", "\x01\u0301",
+    "trailing \u3000\u2029 \x85", "x\u00a0 [MASK]  y \t",
 ]
 
 
@@ -276,3 +285,121 @@ def test_unsupported_files_are_refused_clearly(uncased, tmp_path):
         SentencePieceTokenizer([("<unk>", 0.0), ("a", -1.0)])
     with pytest.raises(TypeError, match="piece, score"):
         SentencePieceTokenizer(["a", "b"])
+
+
+# -- XLM-RoBERTa (fairseq's ids) and DeBERTa-v2/v3 (the model's ids, [MASK] after them)
+
+# Per layout: transformers' tokenizer, the model file's name and the special
+# pieces of the published models' files: XLM-RoBERTa's holds <unk> <s> </s>
+# (fairseq adds <pad> and <mask>), DeBERTa-v3's [PAD] [CLS] [SEP] [UNK]
+# ([MASK] comes after the model).
+LAYOUTS = {
+    "xlm_roberta": (transformers.XLMRobertaTokenizerFast, "sentencepiece.bpe",
+                    dict(unk_id=0, bos_id=1, eos_id=2, pad_id=-1)),
+    "deberta_v2": (transformers.DebertaV2TokenizerFast, "spm",
+                   dict(pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]",
+                        eos_piece="[SEP]", unk_piece="[UNK]")),
+}
+LAYOUT_TEXTS = AWKWARD_PLUS + [
+    "x <mask>y <s></s> <pad> <unk>", "x  <mask> [MASK]", "<mask>", "[MASK]", "  lead and trail  ",
+]
+
+
+@pytest.fixture(scope="module", params=list(LAYOUTS))
+def layout(request, corpus, tmp_path_factory):
+    """(layout, directory holding only its model file, kerasbert's tokenizer
+    and transformers' built from it)."""
+    name = request.param
+    directory = tmp_path_factory.mktemp(name)
+    train_raw(corpus, directory, sentences=20_000, name=LAYOUTS[name][1], pieces=LAYOUTS[name][2])
+    return name, str(directory), kerasbert.Tokenizer.from_preset(str(directory)), layout_reference(name, str(directory))
+
+
+def layout_reference(layout, directory):
+    return reference_tokenizer(LAYOUTS[layout][0], directory)
+
+
+def config(tokenizer):
+    """The tokenizer's constructor arguments: tokenizers with equal ones
+    tokenize alike."""
+    return {k: v for k, v in tokenizer.get_config().items() if k != "name"}
+
+
+@tensorflow_pass_only
+def test_layout_model_file_tokenizes_as_transformers(layout):
+    name, _, tokenizer, hf = layout
+    assert tokenizer.layout == name and tokenizer.vocabulary_size() == len(hf) == 2502 - (name == "deberta_v2")
+    assert tokenizer.special_token_ids == {
+        kind: hf.convert_tokens_to_ids(getattr(hf, f"{kind}_token")) for kind in ("cls", "sep", "pad", "mask", "unk")
+    }
+    if name == "xlm_roberta":  # fairseq: the model's pieces from its fourth on, one id up; <mask> last
+        assert tokenizer.special_token_ids == {"cls": 0, "pad": 1, "sep": 2, "unk": 3, "mask": 2501}
+        assert tokenizer.packing_style == "roberta"
+    else:  # the model's ids; [MASK] after them
+        assert tokenizer.special_token_ids == {"pad": 0, "cls": 1, "sep": 2, "unk": 3, "mask": 2500}
+        assert tokenizer.added_tokens == ["[MASK]"] and tokenizer.packing_style == "bert"
+    texts = LAYOUT_TEXTS + [text for text, _ in rotten_tomatoes()[::3]] + kjv_lines()[::40]
+    assert len(texts) >= 4_000
+    assert_same_as_reference(tokenizer, hf, texts)
+    assert_graph_unchecked(tokenizer._compiled_tokenize.get_concrete_function())
+
+
+@tensorflow_pass_only
+def test_layout_pairs_and_truncation_match_transformers(layout):
+    _, _, tokenizer, hf = layout
+    reviews = [text for text, _ in rotten_tomatoes()[:80]]
+    packer = kerasbert.preprocessing.Packer.from_tokenizer(tokenizer, sequence_length=32)
+    for pair in [(reviews[:40], reviews[40:]), (reviews[:40],)]:
+        packed = packer(*(tokenizer(texts) for texts in pair))
+        expected = hf(*pair, truncation="longest_first", max_length=32, padding="max_length",
+                      return_token_type_ids=True)
+        assert np.asarray(packed["token_ids"]).tolist() == expected["input_ids"]
+        assert np.asarray(packed["segment_ids"]).tolist() == expected["token_type_ids"]
+        assert np.asarray(packed["padding_mask"]).tolist() == expected["attention_mask"]
+
+
+@tensorflow_pass_only
+def test_layout_tokenizer_json_and_written_files_load_in_both_libraries(layout, tmp_path):
+    name, _, tokenizer, hf = layout
+    model_file = LAYOUTS[name][1] + ".model"
+    # transformers' own save (tokenizer.json + tokenizer_config.json), and its tokenizer.json alone.
+    hf.save_pretrained(str(tmp_path / "saved"))
+    os.makedirs(tmp_path / "json")
+    shutil.copy(tmp_path / "saved" / "tokenizer.json", tmp_path / "json")
+    for folder in ("saved", "json"):
+        assert config(kerasbert.Tokenizer.from_preset(str(tmp_path / folder))) == config(tokenizer)
+    # kerasbert's files, read back by kerasbert and by transformers (the model file alone too).
+    tokenizer.save_to_preset(str(tmp_path / "written"))
+    assert sorted(os.listdir(tmp_path / "written")) == sorted([model_file, "tokenizer.json", "tokenizer_config.json"])
+    assert config(kerasbert.Tokenizer.from_preset(str(tmp_path / "written"))) == config(tokenizer)
+    os.makedirs(tmp_path / "model")
+    shutil.copy(tmp_path / "written" / model_file, tmp_path / "model")
+    texts = LAYOUT_TEXTS + [text for text, _ in rotten_tomatoes()[:300]]
+    for folder in ("written", "model"):
+        assert_same_as_reference(tokenizer, layout_reference(name, str(tmp_path / folder)), texts)
+
+
+@tensorflow_pass_only
+def test_layout_special_tokens_map_sets_the_mask_token_lstrip(layout, tmp_path):
+    """special_tokens_map.json (as published XLM-RoBERTa checkpoints carry)
+    makes the mask token swallow the whitespace on its left, in both
+    libraries."""
+    name, directory, tokenizer, _ = layout
+    mask = tokenizer.special_tokens["mask"]
+    shutil.copy(os.path.join(directory, LAYOUTS[name][1] + ".model"), tmp_path)
+    (tmp_path / "special_tokens_map.json").write_text(json.dumps({"mask_token": {
+        "content": mask, "lstrip": True, "rstrip": False, "normalized": False, "single_word": False,
+    }}), encoding="utf-8")
+    assert config(kerasbert.Tokenizer.from_preset(str(tmp_path))) == {**config(tokenizer), "lstrip_tokens": [mask]}
+    hf = layout_reference(name, str(tmp_path))
+    assert hf.added_tokens_decoder[hf.convert_tokens_to_ids(mask)].lstrip
+
+
+@tensorflow_pass_only
+@pytest.mark.parametrize("layout", ["deberta_v2"], indirect=True)
+def test_deberta_split_by_punct_is_refused(layout, tmp_path):
+    _, directory, _, _ = layout
+    shutil.copy(os.path.join(directory, "spm.model"), tmp_path)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"split_by_punct": True}), encoding="utf-8")
+    with pytest.raises(ValueError, match="split_by_punct=True"):
+        kerasbert.Tokenizer.from_preset(str(tmp_path))

@@ -132,10 +132,42 @@ def _grapheme_extenders():
     return points
 
 
+def _grapheme_breakers():
+    """Characters after which a grapheme cluster ends whatever follows them
+    (Unicode's Control, CR and LF), as transformers' Precompiled normaliser
+    segments text: read off it for the Basic Multilingual Plane characters
+    the default charsmap rewrites (a combining mark after one keeps its own
+    output instead of disappearing with it), and from the Unicode categories
+    (Cc, Zl, Zp, and Cf but ZWNJ, ZWJ, the prepended concatenation marks and
+    the extenders: tags) for the others."""
+    import unicodedata
+
+    from tokenizers import normalizers
+
+    precompiled = normalizers.Precompiled(_nmt_nfkc_charsmap())
+    mark = precompiled.normalize_str("\u0301")
+    prepended = {0x600, 0x601, 0x602, 0x603, 0x604, 0x605, 0x6DD, 0x70F, 0x890, 0x891, 0x8E2, 0x110BD, 0x110CD}
+    extenders = set(_grapheme_extenders())
+    points = []
+    for c in code_points():
+        alone = precompiled.normalize_str(chr(c))
+        if c in extenders:
+            continue
+        if c < 0x10000 and alone != chr(c):
+            if precompiled.normalize_str(chr(c) + "\u0301") == alone + mark:
+                points.append(c)
+        elif unicodedata.category(chr(c)) in ("Cc", "Zl", "Zp") or (
+            unicodedata.category(chr(c)) == "Cf" and c not in (0x200C, 0x200D) and c not in prepended
+        ):
+            points.append(c)
+    return points
+
+
 def build_unigram_tables():
-    """The per-character steps of transformers' SentencePiece (ALBERT)
-    pipeline that do not depend on the model: NFKD, StripAccents,
-    Lowercase, and the whitespace that WhitespaceSplit splits on."""
+    """The per-character steps of transformers' SentencePiece pipeline that
+    do not depend on the model: NFKD, StripAccents, Lowercase, the grapheme
+    clusters the Precompiled normaliser sees, and the whitespace that
+    WhitespaceSplit splits on."""
     from tokenizers import normalizers, pre_tokenizers
 
     nfkd = _mapping(normalizers.NFKD())
@@ -150,6 +182,7 @@ def build_unigram_tables():
             whitespace.append(c)
     return {
         "extend": _ranges(_grapheme_extenders()),
+        "breakers": _ranges(_grapheme_breakers()),
         "nfkd_keys": nfkd[0], "nfkd_lengths": nfkd[1], "nfkd_values": nfkd[2],
         "lower_keys": lower[0], "lower_lengths": lower[1], "lower_values": lower[2],
         "combining": _ranges(combining),

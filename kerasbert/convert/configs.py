@@ -1,14 +1,28 @@
 """Hugging Face `config.json` <-> kerasbert `Encoder` arguments, for the
 families `MODEL_TYPES`."""
 
+MODEL_TYPES = ("bert", "albert", "roberta", "xlm-roberta", "electra", "distilbert", "modernbert")
 
+# transformers' class names (`{prefix}Model`, `{prefix}ForMaskedLM`, ...).
+CLASS_PREFIX = {"bert": "Bert", "albert": "Albert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",
+                "electra": "Electra", "distilbert": "DistilBert", "modernbert": "ModernBert"}
 
+# The encoder's attribute in transformers' task models: the prefix of its
+# tensors in their checkpoints ("roberta.encoder.layer.0...").
+CHECKPOINT_PREFIX = {"xlm-roberta": "roberta", "modernbert": "model"}
 
-MODEL_TYPES = ("bert", "albert", "roberta", "electra")
+# The pooler's tensor prefix by family (ELECTRA and DistilBERT have none).
+POOLER_NAMES = {"albert": "pooler", "bert": "pooler.dense", "roberta": "pooler.dense", "xlm-roberta": "pooler.dense"}
 
+# Families with fairseq's positions: the first token's row is `pad_token_id + 1`.
+_FAIRSEQ_POSITIONS = ("roberta", "xlm-roberta")
 
-# The pooler's tensor prefix by family (ELECTRA has none).
-POOLER_NAMES = {"albert": "pooler", "bert": "pooler.dense", "roberta": "pooler.dense"}
+# DistilBERT's config.json names the common values differently; its
+# LayerNorm epsilon is fixed, its inputs carry no token types.
+_DISTILBERT_KEYS = {"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
+                    "hidden_dim": "intermediate_size", "activation": "hidden_act", "dropout": "hidden_dropout_prob",
+                    "attention_dropout": "attention_probs_dropout_prob"}
+_DISTILBERT_LAYER_NORM_EPSILON = 1e-12
 
 # Hugging Face `hidden_act` -> kerasbert `activation`.
 _ACTIVATIONS_FROM_HF = {
@@ -44,6 +58,10 @@ def encoder_config_from_huggingface(hf_config, weight_names=None):
             f"config.json has model_type={model_type!r}; kerasbert converts "
             f"{list(MODEL_TYPES)}."
         )
+    if model_type == "distilbert":
+        hf_config = _from_distilbert_keys(hf_config)
+    if model_type == "modernbert":
+        return _from_modernbert(hf_config)
     position_type = hf_config.get("position_embedding_type", "absolute")
     if position_type != "absolute":
         raise ValueError(
@@ -64,7 +82,7 @@ def encoder_config_from_huggingface(hf_config, weight_names=None):
 
     hidden_dim = get("hidden_size")
     position_offset = 0
-    if model_type == "roberta":
+    if model_type in _FAIRSEQ_POSITIONS:
         # fairseq: positions start right after the padding row.
         position_offset = get("pad_token_id", 1) + 1
     embedding_dim = None
@@ -72,7 +90,7 @@ def encoder_config_from_huggingface(hf_config, weight_names=None):
         embedding_dim = get("embedding_size", 128)  # ALBERT always projects
     elif model_type == "electra" and get("embedding_size", hidden_dim) != hidden_dim:
         embedding_dim = get("embedding_size")
-    pooler = model_type != "electra"
+    pooler = model_type in POOLER_NAMES
     if pooler and weight_names is not None:
         pooler = f"{POOLER_NAMES[model_type]}.weight" in weight_names
     config = {
@@ -100,8 +118,149 @@ def encoder_config_from_huggingface(hf_config, weight_names=None):
     return config
 
 
+def _modernbert_layer_interval(hf_config):
+    """ModernBERT's global-attention interval from `layer_types` (or the
+    older `global_attn_every_n_layers`): layer `i` is global when `i` is a
+    multiple of it."""
+    layers = hf_config["num_hidden_layers"]
+    kinds = hf_config.get("layer_types")
+    if kinds is None:
+        return hf_config.get("global_attn_every_n_layers", 3)
+    for every in range(1, layers + 1):
+        if kinds == ["full_attention" if i % every == 0 else "sliding_attention" for i in range(layers)]:
+            return every
+    raise ValueError(
+        f"config.json has layer_types={kinds}; kerasbert converts ModernBERT checkpoints whose layer i attends "
+        "globally ('full_attention') when i is a multiple of some k and locally otherwise."
+    )
+
+
+def _modernbert_thetas(hf_config):
+    """(global, local) RoPE bases: `rope_parameters` or the older
+    `global_rope_theta` / `local_rope_theta`."""
+    rope = hf_config.get("rope_parameters") or {}
+    for kind in rope.values():
+        if (kind or {}).get("rope_type", "default") != "default":
+            raise ValueError(f"config.json has rope_parameters={rope}; kerasbert converts the default RoPE only.")
+    full = (rope.get("full_attention") or {}).get("rope_theta", hf_config.get("global_rope_theta", 160000.0))
+    local = (rope.get("sliding_attention") or {}).get("rope_theta", hf_config.get("local_rope_theta", 10000.0))
+    return float(full), float(local)
+
+
+def _from_modernbert(hf_config):
+    """Encoder arguments of a ModernBERT config.json."""
+    biases = {k: hf_config.get(k, False) for k in ("attention_bias", "mlp_bias", "norm_bias")}
+    if len(set(biases.values())) != 1:
+        raise ValueError(
+            f"config.json has {biases}; kerasbert converts ModernBERT checkpoints whose layers all have biases "
+            "or all have none."
+        )
+    activation = hf_config.get("hidden_activation", "gelu")
+    if activation not in _ACTIVATIONS_FROM_HF:
+        raise ValueError(f"config.json has hidden_activation={activation!r}; supported: {sorted(_ACTIVATIONS_FROM_HF)}.")
+    if hf_config.get("embedding_dropout", 0.0) != hf_config.get("mlp_dropout", 0.0):
+        raise ValueError(
+            f"config.json has embedding_dropout={hf_config.get('embedding_dropout')} and "
+            f"mlp_dropout={hf_config.get('mlp_dropout')}; kerasbert's encoder has one dropout rate for both."
+        )
+    global_theta, local_theta = _modernbert_thetas(hf_config)
+    every = _modernbert_layer_interval(hf_config)
+    return {
+        "vocabulary_size": hf_config["vocab_size"],
+        "num_layers": hf_config["num_hidden_layers"],
+        "num_heads": hf_config["num_attention_heads"],
+        "hidden_dim": hf_config["hidden_size"],
+        "intermediate_dim": hf_config["intermediate_size"],
+        "embedding_dim": None,
+        "num_segments": 0,
+        "max_sequence_length": hf_config.get("max_position_embeddings", 8192),
+        "position_offset": 0,
+        "dropout": hf_config.get("mlp_dropout", 0.0),
+        "attention_dropout": hf_config.get("attention_dropout", 0.0),
+        "activation": _ACTIVATIONS_FROM_HF[activation],
+        "layer_norm_epsilon": hf_config.get("norm_eps", 1e-5),
+        "num_layer_groups": None,
+        "num_inner_layers": 1,
+        "pooler": False,
+        "initializer_range": hf_config.get("initializer_range", 0.02),
+        "normalization": "pre",
+        "feedforward": "gated",
+        "use_bias": biases["attention_bias"],
+        "position_encoding": "rotary",
+        "rotary_theta": global_theta,
+        "local_rotary_theta": local_theta,
+        "local_attention_window": hf_config.get("local_attention", 128) if every > 1 else None,
+        "global_attention_every": every,
+    }
+
+
+# The special tokens' ids of ModernBERT's tokenizer (transformers' defaults).
+_MODERNBERT_SPECIAL_IDS = {"pad_token_id": 50283, "bos_token_id": 50281, "eos_token_id": 50282,
+                           "cls_token_id": 50281, "sep_token_id": 50282}
+
+
+def _to_modernbert(encoder):
+    """The ModernBERT config.json of an encoder. The special tokens' ids are
+    ModernBERT's where the vocabulary is large enough to hold them; else
+    padding is id 0 and the others are left unset."""
+    every = encoder.global_attention_every
+    specials = dict(_MODERNBERT_SPECIAL_IDS)
+    if encoder.vocabulary_size <= max(specials.values()):
+        specials = {name: 0 if name == "pad_token_id" else None for name in specials}
+    return {
+        **specials,
+        "model_type": "modernbert",
+        "architectures": ["ModernBertModel"],
+        "vocab_size": encoder.vocabulary_size,
+        "hidden_size": encoder.hidden_dim,
+        "intermediate_size": encoder.intermediate_dim,
+        "num_hidden_layers": encoder.num_layers,
+        "num_attention_heads": encoder.num_heads,
+        "hidden_activation": _ACTIVATIONS_TO_HF[encoder.activation],
+        "max_position_embeddings": encoder.max_sequence_length,
+        "initializer_range": encoder.initializer_range,
+        "norm_eps": encoder.layer_norm_epsilon,
+        "norm_bias": encoder.use_bias,
+        "attention_bias": encoder.use_bias,
+        "mlp_bias": encoder.use_bias,
+        "embedding_dropout": encoder.dropout,
+        "mlp_dropout": encoder.dropout,
+        "attention_dropout": encoder.dropout if encoder.attention_dropout is None else encoder.attention_dropout,
+        "layer_types": ["full_attention" if i % every == 0 else "sliding_attention"
+                        for i in range(encoder.num_layers)],
+        # A window the size of the sequence where no layer is local: every layer is global then.
+        "local_attention": encoder.local_attention_window or 2 * encoder.max_sequence_length,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": encoder.rotary_theta},
+            "sliding_attention": {"rope_type": "default",
+                                  "rope_theta": encoder.local_rotary_theta or encoder.rotary_theta},
+        },
+    }
+
+
+def _from_distilbert_keys(hf_config):
+    """A DistilBERT config.json under the names the other families use."""
+    if hf_config.get("sinusoidal_pos_embds"):
+        raise ValueError(
+            "config.json has sinusoidal_pos_embds=true; kerasbert converts DistilBERT checkpoints with a "
+            "learned position table (every published one)."
+        )
+    renamed = {_DISTILBERT_KEYS.get(k, k): v for k, v in hf_config.items()}
+    return {**renamed, "type_vocab_size": 0, "layer_norm_eps": _DISTILBERT_LAYER_NORM_EPSILON}
+
+
+def _to_distilbert_keys(config):
+    """The common config.json entries under DistilBERT's names."""
+    names = {v: k for k, v in _DISTILBERT_KEYS.items()}
+    dropped = ("type_vocab_size", "layer_norm_eps", "position_embedding_type")
+    config = {names.get(k, k): v for k, v in config.items() if k not in dropped}
+    return {**config, "sinusoidal_pos_embds": False}
+
+
 def infer_model_type(encoder):
     """The Hugging Face family that represents `encoder` exactly."""
+    if encoder.normalization == "pre" or encoder.position_encoding == "rotary":
+        return "modernbert"
     if encoder.num_layer_groups is not None or encoder.num_inner_layers != 1:
         return "albert"
     if encoder.position_offset > 0:
@@ -115,6 +274,8 @@ def huggingface_config(encoder, model_type=None):
     """The Hugging Face `config.json` dict for an encoder."""
     model_type = model_type or infer_model_type(encoder)
     _check_representable(encoder, model_type)
+    if model_type == "modernbert":
+        return _to_modernbert(encoder)
     config = {
         "model_type": model_type,
         "architectures": [f"{CLASS_PREFIX[model_type]}Model"],
@@ -135,34 +296,49 @@ def huggingface_config(encoder, model_type=None):
         "position_embedding_type": "absolute",
         "pad_token_id": max(encoder.position_offset - 1, 0),
     }
-    if model_type == "roberta":
+    if model_type in _FAIRSEQ_POSITIONS:
         config.update(bos_token_id=0, eos_token_id=2)
     if model_type in ("albert", "electra"):
         config["embedding_size"] = encoder.embedding_dim or encoder.hidden_dim
     if model_type == "albert":
         config["num_hidden_groups"] = encoder.num_layer_groups or encoder.num_layers
         config["inner_group_num"] = encoder.num_inner_layers
+    if model_type == "distilbert":
+        config = _to_distilbert_keys(config)
     return config
-
-
-CLASS_PREFIX = {"bert": "Bert", "albert": "Albert", "roberta": "Roberta", "electra": "Electra"}
 
 
 def _check_representable(encoder, model_type):
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type={model_type!r}; expected one of {list(MODEL_TYPES)}.")
     problems = []
+    modern = {"normalization": "pre", "feedforward": "gated", "position_encoding": "rotary"}
+    if model_type == "modernbert":
+        problems += [f"{k}={getattr(encoder, k)!r} (modernbert has {v!r})" for k, v in modern.items()
+                     if getattr(encoder, k) != v]
+        if encoder.num_segments:
+            problems.append("modernbert has no token types (num_segments must be 0)")
+    else:
+        classic = {"normalization": "post", "feedforward": "plain", "position_encoding": "learned",
+                   "use_bias": True, "local_attention_window": None}
+        problems += [f"{k}={getattr(encoder, k)!r} (only modernbert has it)" for k, v in classic.items()
+                     if getattr(encoder, k) != v]
     shared = encoder.num_layer_groups is not None or encoder.num_inner_layers != 1
     if shared and model_type != "albert":
         problems.append("cross-layer sharing (num_layer_groups) exists only in albert")
-    if encoder.position_offset and model_type != "roberta":
-        problems.append("position_offset > 0 exists only in roberta")
-    if model_type == "roberta" and not encoder.position_offset:
-        problems.append("roberta needs position_offset >= 1")
-    if encoder.embedding_dim is not None and model_type in ("bert", "roberta"):
+    if encoder.position_offset and model_type not in _FAIRSEQ_POSITIONS:
+        problems.append(f"position_offset > 0 exists only in {' and '.join(_FAIRSEQ_POSITIONS)}")
+    if model_type in _FAIRSEQ_POSITIONS and not encoder.position_offset:
+        problems.append(f"{model_type} needs position_offset >= 1")
+    if encoder.embedding_dim is not None and model_type not in ("albert", "electra"):
         problems.append(f"an embedding projection (embedding_dim) does not exist in {model_type}")
-    if encoder.pooler and model_type == "electra":
-        problems.append("electra has no pooler")
+    if encoder.pooler and model_type not in POOLER_NAMES:
+        problems.append(f"{model_type} has no pooler")
+    if model_type == "distilbert":
+        if encoder.num_segments:
+            problems.append("distilbert has no token types (num_segments must be 0)")
+        if encoder.layer_norm_epsilon != _DISTILBERT_LAYER_NORM_EPSILON:
+            problems.append(f"distilbert's LayerNorm epsilon is {_DISTILBERT_LAYER_NORM_EPSILON}")
     if problems:
         raise ValueError(
             f"This encoder cannot be written as a Hugging Face {model_type!r} "

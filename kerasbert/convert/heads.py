@@ -18,6 +18,8 @@ _MLM_HEAD_NAMES = {
     "bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.bias"),
     "albert": ("predictions.dense", "predictions.LayerNorm", "predictions.bias"),
     "roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias"),
+    "xlm-roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias"),
+    "distilbert": ("vocab_transform", "vocab_layer_norm", "vocab_projector.bias"),
     "electra": ("generator_predictions.dense", "generator_predictions.LayerNorm", "generator_lm_head.bias"),
 }
 
@@ -30,8 +32,8 @@ _DISCRIMINATOR_NAMES = ("discriminator_predictions.dense", "discriminator_predic
 
 
 # transformers applies exact GELU in these masked-LM heads whatever the
-# config's `hidden_act`; BERT's and ALBERT's follow `hidden_act`, as ours do.
-_FIXED_MLM_ACTIVATIONS = {"roberta": "gelu", "electra": "gelu"}
+# config's `hidden_act`; the others follow `hidden_act`, as ours do.
+_FIXED_MLM_ACTIVATIONS = {"roberta": "gelu", "xlm-roberta": "gelu", "electra": "gelu"}
 
 
 def _mlm_head_links(head, model_type):
@@ -69,7 +71,7 @@ def head_weight_links(task, model_type):
 
 # The fine-tuning heads: transformers' `{Family}For{architecture}` model
 # and its head's tensors. Sequence classification reads the pooler (BERT,
-# ALBERT) or has a dense layer of its own (RoBERTa: tanh, ELECTRA: GELU).
+# ALBERT) or has a dense layer of its own (`CLASSIFIER_ACTIVATIONS`).
 FINE_TUNING_ARCHITECTURES = {
     "sequence_classification": "SequenceClassification",
     "token_classification": "TokenClassification",
@@ -84,7 +86,10 @@ def task_head(model):
     return getattr(type(model), "huggingface_head", None)
 
 
-_CLASSIFIER_ACTIVATIONS = {"roberta": "tanh", "electra": "gelu"}
+# The activation of the sequence classifier's own dense layer, by family,
+# and the names of that layer and of the output layer.
+CLASSIFIER_ACTIVATIONS = {"roberta": "tanh", "xlm-roberta": "tanh", "electra": "gelu", "distilbert": "relu"}
+_CLASSIFIER_NAMES = {"distilbert": ("pre_classifier", "classifier")}
 
 
 def fine_tuning_head_links(task, model_type):
@@ -96,11 +101,11 @@ def fine_tuning_head_links(task, model_type):
         return {"qa_outputs": dense_links(task.output_dense, "qa_outputs")}
     if kind == "TokenClassification":
         return {"classifier": dense_links(task.output_dense, "classifier")}
-    if model_type in _CLASSIFIER_ACTIVATIONS:
+    if model_type in CLASSIFIER_ACTIVATIONS:
         if task.head_dense is None:
             return {}
-        return {"classifier": dense_links(task.head_dense, "classifier.dense")
-                + dense_links(task.output_dense, "classifier.out_proj")}
+        dense, output = _CLASSIFIER_NAMES.get(model_type, ("classifier.dense", "classifier.out_proj"))
+        return {"classifier": dense_links(task.head_dense, dense) + dense_links(task.output_dense, output)}
     return {} if task.head_dense is not None else {"classifier": dense_links(task.output_dense, "classifier")}
 
 
@@ -113,14 +118,14 @@ def check_fine_tuning_head(task, model_type, directory):
                 f"This TextClassifier pools by {task.get_config()['pooling']!r}; transformers' sequence "
                 "classifiers read the first token (pooling='cls'), so it cannot be written as one."
             )
-        wants_dense = model_type in _CLASSIFIER_ACTIVATIONS
+        wants_dense = model_type in CLASSIFIER_ACTIVATIONS
         if wants_dense != (task.head_dense is not None):
             has = "a dense layer of its own" if task.head_dense is not None else "no dense layer of its own"
             raise ValueError(
                 f"This TextClassifier's head has {has}, but transformers' {model_type} sequence classifier "
                 f"{'has one' if wants_dense else 'reads the pooler'}; it cannot be written as {model_type!r}."
             )
-        expected, activation = _CLASSIFIER_ACTIVATIONS.get(model_type), task.get_config()["activation"]
+        expected, activation = CLASSIFIER_ACTIVATIONS.get(model_type), task.get_config()["activation"]
         if expected and activation != expected:
             raise ValueError(
                 f"transformers' {model_type} classification head applies {expected!r}; this TextClassifier's "

@@ -3,8 +3,10 @@ it comes from (`weight_links`); loading and saving walk the same table in
 opposite directions, so the two can never drift apart. The families differ
 only in tensor names:
 
-- bert, roberta, electra: `encoder.layer.{i}.attention.self.query` ...
+- bert, roberta, xlm-roberta, electra: `encoder.layer.{i}.attention.self.query` ...
 - albert: `encoder.albert_layer_groups.{g}.albert_layers.{j}.attention.query` ...
+- distilbert: `transformer.layer.{i}.attention.q_lin` ...
+- modernbert: `layers.{i}.attn.Wqkv` (fused), `embeddings.tok_embeddings`, `final_norm`
 
 Also reading a checkpoint's tensors (safetensors, sharded or not, or a
 PyTorch binary) and loading a Hugging Face directory as an `Encoder`.
@@ -54,55 +56,81 @@ class WeightLink:
 
 
 def dense_links(layer, name):
-    return [WeightLink(layer.kernel, [f"{name}.weight"], True), WeightLink(layer.bias, [f"{name}.bias"])]
+    return fused_dense_links(layer, [name])
 
 
 def fused_dense_links(layer, names):
-    return [
-        WeightLink(layer.kernel, [f"{n}.weight" for n in names], True),
-        WeightLink(layer.bias, [f"{n}.bias" for n in names]),
-    ]
+    """A dense layer whose kernel (and bias, if it has one) joins the
+    tensors `names` along the output axis."""
+    links = [WeightLink(layer.kernel, [f"{n}.weight" for n in names], True)]
+    if layer.use_bias:
+        links.append(WeightLink(layer.bias, [f"{n}.bias" for n in names]))
+    return links
 
 
 def layer_norm_links(layer, name):
-    return [WeightLink(layer.gamma, [f"{name}.weight"]), WeightLink(layer.beta, [f"{name}.bias"])]
+    links = [WeightLink(layer.gamma, [f"{name}.weight"])]
+    if layer.center:
+        links.append(WeightLink(layer.beta, [f"{name}.bias"]))
+    return links
+
+
+# The tensor names of a block's parts after the block's prefix, by family
+# (the families not listed have BERT's).
+_BLOCK_PARTS = {
+    "bert": {
+        "qkv": ("attention.self.query", "attention.self.key", "attention.self.value"),
+        "attention_output": "attention.output.dense", "attention_layer_norm": "attention.output.LayerNorm",
+        "intermediate": "intermediate.dense", "output": "output.dense", "output_layer_norm": "output.LayerNorm",
+    },
+    "albert": {
+        "qkv": ("attention.query", "attention.key", "attention.value"),
+        "attention_output": "attention.dense", "attention_layer_norm": "attention.LayerNorm",
+        "intermediate": "ffn", "output": "ffn_output", "output_layer_norm": "full_layer_layer_norm",
+    },
+    "distilbert": {
+        "qkv": ("attention.q_lin", "attention.k_lin", "attention.v_lin"),
+        "attention_output": "attention.out_lin", "attention_layer_norm": "sa_layer_norm",
+        "intermediate": "ffn.lin1", "output": "ffn.lin2", "output_layer_norm": "output_layer_norm",
+    },
+    "modernbert": {
+        "qkv": ("attn.Wqkv",), "attention_output": "attn.Wo", "attention_layer_norm": "attn_norm",
+        "intermediate": "mlp.Wi", "output": "mlp.Wo", "output_layer_norm": "mlp_norm",
+    },
+}
 
 
 def _block_names(model_type, index, encoder):
     """Hugging Face names of the parts of block `index` of the encoder."""
     if model_type == "albert":
         group, inner = divmod(index, encoder.num_inner_layers)
-        p = f"encoder.albert_layer_groups.{group}.albert_layers.{inner}."
-        return {
-            "qkv": [p + "attention.query", p + "attention.key", p + "attention.value"],
-            "attention_output": p + "attention.dense",
-            "attention_layer_norm": p + "attention.LayerNorm",
-            "intermediate": p + "ffn",
-            "output": p + "ffn_output",
-            "output_layer_norm": p + "full_layer_layer_norm",
-        }
-    p = f"encoder.layer.{index}."
-    return {
-        "qkv": [p + "attention.self.query", p + "attention.self.key", p + "attention.self.value"],
-        "attention_output": p + "attention.output.dense",
-        "attention_layer_norm": p + "attention.output.LayerNorm",
-        "intermediate": p + "intermediate.dense",
-        "output": p + "output.dense",
-        "output_layer_norm": p + "output.LayerNorm",
-    }
+        prefix = f"encoder.albert_layer_groups.{group}.albert_layers.{inner}."
+    else:
+        prefix = {"distilbert": "transformer.layer.{}.", "modernbert": "layers.{}."}.get(
+            model_type, "encoder.layer.{}.").format(index)
+    parts = _BLOCK_PARTS.get(model_type, _BLOCK_PARTS["bert"])
+    return {part: [prefix + n for n in name] if isinstance(name, tuple) else prefix + name
+            for part, name in parts.items()}
+
+
+# The embeddings' tensor names (no ".weight"): every family but ModernBERT
+# has BERT's.
+EMBEDDING_NAMES = {
+    "bert": {"token": "embeddings.word_embeddings", "position": "embeddings.position_embeddings",
+             "segment": "embeddings.token_type_embeddings", "layer_norm": "embeddings.LayerNorm"},
+    "modernbert": {"token": "embeddings.tok_embeddings", "layer_norm": "embeddings.norm"},
+}
 
 
 def weight_links(encoder, model_type):
     """Every encoder variable with its Hugging Face tensor names (no prefix)."""
-    links = [
-        WeightLink(encoder.token_embedding.embeddings, ["embeddings.word_embeddings.weight"]),
-        WeightLink(encoder.position_embedding.embeddings, ["embeddings.position_embeddings.weight"]),
-    ]
+    names = EMBEDDING_NAMES.get(model_type, EMBEDDING_NAMES["bert"])
+    links = [WeightLink(encoder.token_embedding.embeddings, [f"{names['token']}.weight"])]
+    if encoder.position_embedding is not None:
+        links.append(WeightLink(encoder.position_embedding.embeddings, [f"{names['position']}.weight"]))
     if encoder.segment_embedding is not None:
-        links.append(
-            WeightLink(encoder.segment_embedding.embeddings, ["embeddings.token_type_embeddings.weight"])
-        )
-    links += layer_norm_links(encoder.embeddings_layer_norm, "embeddings.LayerNorm")
+        links.append(WeightLink(encoder.segment_embedding.embeddings, [f"{names['segment']}.weight"]))
+    links += layer_norm_links(encoder.embeddings_layer_norm, names["layer_norm"])
     if encoder.embeddings_projection is not None:
         name = {"albert": "encoder.embedding_hidden_mapping_in"}.get(
             model_type, "embeddings_project"
@@ -112,10 +140,13 @@ def weight_links(encoder, model_type):
         names = _block_names(model_type, index, encoder)
         links += fused_dense_links(block.attention.qkv, names["qkv"])
         links += dense_links(block.attention.output_dense, names["attention_output"])
-        links += layer_norm_links(block.attention_layer_norm, names["attention_layer_norm"])
+        if block.attention_layer_norm is not None:
+            links += layer_norm_links(block.attention_layer_norm, names["attention_layer_norm"])
         links += dense_links(block.intermediate_dense, names["intermediate"])
         links += dense_links(block.output_dense, names["output"])
         links += layer_norm_links(block.output_layer_norm, names["output_layer_norm"])
+    if encoder.final_layer_norm is not None:
+        links += layer_norm_links(encoder.final_layer_norm, "final_norm")
     if encoder.pooler_dense is not None:
         links += dense_links(encoder.pooler_dense, POOLER_NAMES[model_type])
     return links
@@ -124,14 +155,14 @@ def weight_links(encoder, model_type):
 def _normalise_names(tensors):
     """Strips the task-model prefix ("bert.", "roberta.", ...) and maps the
     old TF-era LayerNorm names gamma/beta to weight/bias."""
-    anchor = "embeddings.word_embeddings.weight"
-    anchor = next((k for k in tensors if k.endswith(anchor)), None)
-    if anchor is None:
+    tables = [f"{names['token']}.weight" for names in EMBEDDING_NAMES.values()]
+    found = next(((k, t) for k in tensors for t in tables if k.endswith(t)), None)
+    if found is None:
         raise ValueError(
-            "The checkpoint holds no 'embeddings.word_embeddings.weight' tensor; "
+            f"The checkpoint holds no token embedding table ({' or '.join(map(repr, tables))}); "
             "it is not a BERT-family encoder checkpoint."
         )
-    prefix = anchor[: -len("embeddings.word_embeddings.weight")]
+    prefix = found[0][: -len(found[1])]
     out = {}
     for name, value in tensors.items():
         if not name.startswith(prefix):

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from kerasbert.convert.configs import CLASS_PREFIX, MODEL_TYPES, huggingface_config
+from kerasbert.convert.configs import CHECKPOINT_PREFIX, CLASS_PREFIX, MODEL_TYPES, huggingface_config
 from kerasbert.convert.heads import (
     FINE_TUNING_ARCHITECTURES,
     SENTENCE_HEAD_NAMES,
@@ -30,8 +30,8 @@ def _encoder_tensors(encoder, model_type):
         # ALBERT always projects; an identity projection is exact.
         tensors["encoder.embedding_hidden_mapping_in.weight"] = np.eye(encoder.hidden_dim, dtype=np.float32)
         tensors["encoder.embedding_hidden_mapping_in.bias"] = np.zeros(encoder.hidden_dim, np.float32)
-    if encoder.segment_embedding is None:
-        # transformers always has a token-type table; a zero row adds nothing.
+    if encoder.segment_embedding is None and model_type not in ("distilbert", "modernbert"):
+        # transformers' other models have a token-type table; a zero row adds nothing.
         tensors["embeddings.token_type_embeddings.weight"] = np.zeros(
             (1, encoder.token_embedding.output_dim), np.float32
         )
@@ -58,7 +58,8 @@ def _write_checkpoint(directory, config, tensors):
 
 
 def _prefixed(model_type, tensors):
-    return {f"{model_type}.{name}": value for name, value in tensors.items()}
+    prefix = CHECKPOINT_PREFIX.get(model_type, model_type)
+    return {f"{prefix}.{name}": value for name, value in tensors.items()}
 
 
 def to_huggingface(model, directory, model_type=None, generator_directory=None):
@@ -67,9 +68,8 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
 
     - an `Encoder`: the base model (`BertModel`, ...), which
       `transformers.AutoModel.from_pretrained` loads;
-    - a `MaskedLM`, or a `BertPretrainer` with `sentence_task=None`:
-      `BertForMaskedLM`, `AlbertForMaskedLM`, `RobertaForMaskedLM` or
-      `ElectraForMaskedLM`;
+    - a `MaskedLM`, or a `BertPretrainer` with `sentence_task=None`: the
+      family's `...ForMaskedLM`;
     - a `BertPretrainer` with its family's sentence task: `BertForPreTraining`
       (NSP) or `AlbertForPreTraining` (SOP);
     - an `ElectraPretrainer`: `ElectraForPreTraining` (the discriminator) in
@@ -80,11 +80,14 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
       "regression" for `num_classes=1`), `...ForTokenClassification` (with
       the task's `labels` as `id2label`; a CRF's transition scores have no
       place there and are left out, with a warning) or
-      `...ForQuestionAnswering`. The family is the one the task's preset
-      came from (`task.family`), else inferred; a classifier head that is
-      not the family's (BERT/ALBERT: the pooler and one dense layer;
-      RoBERTa/ELECTRA: a dense layer with tanh/GELU, then the output
-      layer) is refused.
+      `...ForQuestionAnswering`.
+
+    A task is written as the family of the preset it came from
+    (`task.family`), an encoder as the family its configuration implies
+    (`model_type` overrides both). A classifier head that is not the
+    family's (BERT/ALBERT: the pooler and one dense layer; RoBERTa,
+    XLM-RoBERTa, ELECTRA, DistilBERT: a dense layer with tanh, tanh, GELU,
+    ReLU, then the output layer) is refused.
 
     Task checkpoints load with `transformers.AutoModelForPreTraining` /
     `AutoModelForMaskedLM` and give the task's logits. The tied decoder
@@ -95,7 +98,7 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
         model: a `kerasbert.Encoder`, a pretraining task or a fine-tuning
             task.
         directory: where to write; created if missing.
-        model_type: "bert", "albert", "roberta" or "electra"; inferred from
+        model_type: one of `kerasbert.convert.MODEL_TYPES`; inferred from
             the encoder's configuration when omitted.
         generator_directory: where an `ElectraPretrainer`'s generator goes;
             `directory/generator` when omitted.
@@ -112,14 +115,14 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
         return directory
     if generator_directory is not None:
         raise ValueError(f"generator_directory is for an ElectraPretrainer; got a {type(model).__name__}.")
+    if model_type is None and getattr(model, "family", None) in MODEL_TYPES:
+        model_type = model.family  # a task's checkpoint family, not a look-alike
     if isinstance(model, Encoder):
         config = huggingface_config(model, model_type)
         _write_checkpoint(directory, config, _encoder_tensors(model, config["model_type"]))
         return directory
     encoder = getattr(model, "encoder", None)
     if isinstance(encoder, Encoder) and task_head(model) in FINE_TUNING_ARCHITECTURES:
-        if model_type is None and getattr(model, "family", None) in MODEL_TYPES:
-            model_type = model.family  # the checkpoint's family, not a look-alike
         config = huggingface_config(encoder, model_type)
         model_type = config["model_type"]
         check_fine_tuning_head(model, model_type, directory)

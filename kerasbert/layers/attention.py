@@ -6,6 +6,7 @@ from keras import ops
 from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.initializers import clone_initializer
+from kerasbert.layers.rotary import rotate
 from kerasbert.layers.sublayer import call_sublayer
 from kerasbert.utils.hardware import xla_on_cpu
 
@@ -37,6 +38,10 @@ class SelfAttention(keras.layers.Layer):
     fine-tuning 4.5%). Logits and softmax are computed in float32 under
     mixed precision.
 
+    With `rotary=(cos, sin)`, each `(batch, seq, head_dim)` (see
+    `kerasbert.layers.rotary`), queries and keys are turned by their
+    positions' angles before they meet (RoPE).
+
     With `query_positions` only those rows are queries: keys and values come
     from the whole sequence, the query projection, attention and output
     projection run on the chosen rows only, and the result is the full
@@ -48,6 +53,7 @@ class SelfAttention(keras.layers.Layer):
         hidden_dim: model width; must be divisible by `num_heads`.
         dropout: dropout rate on the attention probabilities.
         kernel_initializer: initializer for the projection kernels.
+        use_bias: whether the projections add biases.
 
     Examples:
     >>> import numpy as np
@@ -64,6 +70,7 @@ class SelfAttention(keras.layers.Layer):
         hidden_dim,
         dropout=0.0,
         kernel_initializer="glorot_uniform",
+        use_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -76,17 +83,20 @@ class SelfAttention(keras.layers.Layer):
         self.hidden_dim = hidden_dim
         self.head_dim = hidden_dim // num_heads
         self.dropout = dropout
+        self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         # Never called: it holds the fused kernel and bias, whose column
         # blocks `_project` multiplies.
         self.qkv = keras.layers.Dense(
             3 * hidden_dim,
+            use_bias=use_bias,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="qkv",
         )
         self.output_dense = Dense(
             hidden_dim,
+            use_bias=use_bias,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="output_dense",
@@ -100,13 +110,17 @@ class SelfAttention(keras.layers.Layer):
         self.output_dense.build((*input_shape[:-1], self.hidden_dim))
         self.built = True
 
-    def call(self, inputs, attention_mask=None, training=None, query_positions=None):
+    def call(self, inputs, attention_mask=None, training=None, query_positions=None, rotary=None):
         # inputs: (batch, seq, hidden); attention_mask: bool, broadcastable
         # to (batch, heads, seq, seq), True where a query may attend a key;
-        # query_positions: None or (batch, queries) int.
+        # query_positions: None or (batch, queries) int; rotary: None or
+        # (cos, sin), each (batch, seq, head_dim).
         rows = inputs
+        query_rotary = rotary
         if query_positions is not None:
             rows = gather_rows(inputs, query_positions)  # (batch, queries, hidden)
+            if rotary is not None:
+                query_rotary = tuple(gather_rows(r, query_positions) for r in rotary)  # (batch, queries, head_dim)
             if attention_mask is not None and attention_mask.shape[2] != 1:
                 # (batch, 1, seq, seq) -> the chosen query rows (batch, 1, queries, seq)
                 positions = ops.cast(query_positions, "int32")
@@ -117,10 +131,12 @@ class SelfAttention(keras.layers.Layer):
         queries = seq if query_positions is None else ops.shape(rows)[1]
         # The fused kernel and bias read once, in three column blocks: (hidden, hidden) and (hidden,) each.
         kernels = ops.split(ops.cast(self.qkv.kernel, self.compute_dtype), 3, axis=1)
-        biases = ops.split(ops.cast(self.qkv.bias, self.compute_dtype), 3)
+        biases = ops.split(ops.cast(self.qkv.bias, self.compute_dtype), 3) if self.use_bias else (None,) * 3
         query = self._project(rows, kernels[0], biases[0], (batch, queries))  # (batch, queries, heads, head_dim)
         key = self._project(inputs, kernels[1], biases[1], (batch, seq))  # (batch, seq, heads, head_dim)
         value = self._project(inputs, kernels[2], biases[2], (batch, seq))  # (batch, seq, heads, head_dim)
+        if rotary is not None:
+            query, key = rotate(query, *query_rotary), rotate(key, *rotary)
         scale = 1.0 / float(self.head_dim) ** 0.5  # a constant, not ops on the head dimension
         dropout = bool(training) and self.dropout > 0
         if dropout or xla_on_cpu():
@@ -132,13 +148,15 @@ class SelfAttention(keras.layers.Layer):
 
     def _project(self, x, kernel, bias, leading):
         """`x (batch, n, hidden)` times one column block of the fused kernel
-        (`kernel (hidden, hidden)`, `bias (hidden,)`: the query's, key's or
-        value's), split into heads: `(batch, n, heads, head_dim)`; `leading`
+        (`kernel (hidden, hidden)`, `bias (hidden,)` or None: the query's,
+        key's or value's), split into heads: `(batch, n, heads, head_dim)`; `leading`
         is `(batch, n)`."""
         # One 2-D product on every backend (see `Dense`): the reshape to heads
         # follows anyway.
         rows = ops.reshape(x, (-1, self.hidden_dim))  # (batch * n, hidden)
-        projected = ops.matmul(rows, kernel) + bias  # (batch * n, hidden)
+        projected = ops.matmul(rows, kernel)  # (batch * n, hidden)
+        if bias is not None:
+            projected = projected + bias
         return ops.reshape(projected, (*leading, self.num_heads, self.head_dim))
 
     def _attend(self, query, key, value, attention_mask, scale, dropout):
@@ -172,6 +190,7 @@ class SelfAttention(keras.layers.Layer):
                 "num_heads": self.num_heads,
                 "hidden_dim": self.hidden_dim,
                 "dropout": self.dropout,
+                "use_bias": self.use_bias,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),

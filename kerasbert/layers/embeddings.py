@@ -65,14 +65,12 @@ class PositionEmbedding(keras.layers.Layer):
         # padding_mask: (batch, seq), 0 at padding, a document id >= 1 elsewhere.
         document = ops.cast(padding_mask, "int32")
         batch, seq = ops.shape(document)[0], ops.shape(document)[1]
-        earlier = tokens_before_in_document(document)  # (batch, seq)
         if self.position_offset == 0:
-            index = ops.arange(seq, dtype="int32")[None, :]  # (1, seq)
-            positions = ops.where(ops.greater(document, 1), earlier, index)
+            positions = document_positions(document)
         else:
             positions = ops.where(
                 ops.not_equal(document, 0),
-                earlier + self.position_offset,
+                tokens_before_in_document(document) + self.position_offset,
                 self.position_offset - 1,
             )
         vectors = ops.take(self.embeddings, positions, axis=0)  # (batch, seq, dim)
@@ -94,6 +92,23 @@ class PositionEmbedding(keras.layers.Layer):
             }
         )
         return config
+
+
+def document_positions(padding_mask):
+    """Each token's position, `(batch, seq)` int32, from a padding mask
+    (0 at padding, a document id >= 1 at real tokens): its index in the row
+    for document 1 and padding (so a 0/1 mask, padded on either side, gives
+    `0, 1, 2, ...`), its index inside its document for documents 2, 3, ...
+    (so a packed document sees the positions it would see alone).
+
+    Examples:
+    >>> import numpy as np
+    >>> ops.convert_to_numpy(document_positions(np.array([[1, 1, 2, 2, 0]]))).tolist()
+    [[0, 1, 0, 1, 4]]
+    """
+    document = ops.cast(padding_mask, "int32")
+    index = ops.arange(ops.shape(document)[1], dtype="int32")[None, :]  # (1, seq)
+    return ops.where(ops.greater(document, 1), tokens_before_in_document(document), index)
 
 
 def tokens_before_in_document(document):

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from kerasbert.convert.heads import CLASSIFIER_ACTIVATIONS
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.pooling import POOLINGS, Pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
@@ -13,11 +14,6 @@ from kerasbert.tasks.task import EncoderAtPositions, check_encoder, encoder_inpu
 from kerasbert.utils.checks import check_number
 from kerasbert.utils.examples import Targets
 from kerasbert.utils.optional import tf
-
-# The head each family's transformers `...ForSequenceClassification` uses
-# on top of the first token: BERT and ALBERT the encoder's tanh pooler;
-# RoBERTa and ELECTRA a dense layer of their own (tanh, GELU).
-_FAMILY_HEADS = {"roberta": "tanh", "electra": "gelu"}
 
 
 def _apply(layers, x):
@@ -148,8 +144,8 @@ class TextClassifier(FineTuningTask):
 
     @classmethod
     def _preset_arguments(cls, preset, family, kwargs):
-        if family in _FAMILY_HEADS:
-            kwargs.setdefault("activation", _FAMILY_HEADS[family])
+        if family in CLASSIFIER_ACTIVATIONS:
+            kwargs.setdefault("activation", CLASSIFIER_ACTIVATIONS[family])
         if "pooling" in preset_pooling(preset):  # a sentence embedder: its own pooling
             kwargs.setdefault("pooling", preset_pooling(preset)["pooling"])
         return kwargs

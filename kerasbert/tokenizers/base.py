@@ -201,12 +201,17 @@ class Tokenizer(PreprocessingLayer):
         """{"cls": id, "sep": id, "pad": id, "mask": id, "unk": id}."""
         return {k: self.token_to_id(v) for k, v in self.special_tokens.items()}
 
-    def _set_special_tokens(self, cls_token, sep_token, pad_token, mask_token, unknown_token):
-        self.special_tokens = {
+    @staticmethod
+    def _checked_special_tokens(cls_token, sep_token, pad_token, mask_token, unknown_token):
+        """The special-token arguments, checked -> {"cls": token, ...}."""
+        return {
             "cls": check_string("cls_token", cls_token), "sep": check_string("sep_token", sep_token),
             "pad": check_string("pad_token", pad_token), "mask": check_string("mask_token", mask_token),
             "unk": check_string("unknown_token", unknown_token),
         }
+
+    def _set_special_tokens(self, cls_token, sep_token, pad_token, mask_token, unknown_token):
+        self.special_tokens = self._checked_special_tokens(cls_token, sep_token, pad_token, mask_token, unknown_token)
         missing = [t for t in self.special_tokens.values() if t not in self._token_to_id]
         if missing:
             raise ValueError(

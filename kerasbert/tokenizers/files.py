@@ -6,15 +6,19 @@ tokenizers themselves run from):
 - `tokenizer.json` (the `tokenizers` library's format);
 - `vocab.json` + `merges.txt` (byte-level BPE: GPT-2, RoBERTa), with flags
   from `tokenizer_config.json`;
-- `vocab.txt` (WordPiece) or `spiece.model` (SentencePiece), with flags from
-  `tokenizer_config.json` or, in a kerasbert preset directory, from the
-  `tokenizer` object of `preset.json`.
+- `vocab.txt` (WordPiece) or a SentencePiece model (`spiece.model`: ALBERT;
+  `sentencepiece.bpe.model`: XLM-RoBERTa; `spm.model`: DeBERTa-v2/v3), with
+  flags from `tokenizer_config.json` or, in a kerasbert preset directory,
+  from the `tokenizer` object of `preset.json`.
+
+`special_tokens_map.json` names the special tokens where
+`tokenizer_config.json` has no `added_tokens_decoder`, as in transformers.
 """
 
 import functools
 import os
 
-from kerasbert.utils.checks import check_file
+from kerasbert.utils.checks import abbreviated, check_file
 from kerasbert.utils.io import read_json
 
 
@@ -33,8 +37,7 @@ def tokenizer_arguments(directory):
     def path(name):
         return os.path.join(directory, name)
 
-    config = read_json(path("tokenizer_config.json"), "tokenizer_config.json") if os.path.isfile(
-        path("tokenizer_config.json")) else {}
+    config = _tokenizer_config(directory)
     if os.path.isfile(path("tokenizer.json")):
         return _from_tokenizer_json(read_json(path("tokenizer.json"), "tokenizer.json"), config)
     if os.path.isfile(path("vocab.json")) and os.path.isfile(path("merges.txt")):
@@ -44,14 +47,28 @@ def tokenizer_arguments(directory):
         spec = read_json(path("preset.json"), "kerasbert preset file").get("tokenizer", {})
     if os.path.isfile(path("vocab.txt")):
         return _wordpiece(path("vocab.txt"), config, spec)
-    if os.path.isfile(path("spiece.model")):
-        return _sentencepiece(path("spiece.model"), config, spec)
+    for layout, entry in SENTENCEPIECE_LAYOUTS.items():
+        if os.path.isfile(path(entry["file"])):
+            return _sentencepiece(path(entry["file"]), layout, config, spec)
     found = sorted(os.listdir(directory))[:12]
+    models = ", ".join(entry["file"] for entry in SENTENCEPIECE_LAYOUTS.values())
     raise FileNotFoundError(
         f"No tokenizer files in {directory} (found {found}); expected "
-        "tokenizer.json, vocab.txt (WordPiece), spiece.model (SentencePiece) or "
+        f"tokenizer.json, vocab.txt (WordPiece), a SentencePiece model ({models}) or "
         "vocab.json + merges.txt (byte-level BPE)."
     )
+
+
+def _tokenizer_config(directory):
+    """tokenizer_config.json's entries; where it has no
+    `added_tokens_decoder`, special_tokens_map.json's entries over them, as
+    transformers reads them."""
+    config = {}
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path) and not (name == "special_tokens_map.json" and "added_tokens_decoder" in config):
+            config.update(read_json(path, name))
+    return config
 
 
 def _special_names(config, default):
@@ -66,12 +83,27 @@ def _special_names(config, default):
     return names
 
 
+def _lstrip_tokens(config, added_tokens=()):
+    """Special tokens that swallow the whitespace on their left, as
+    transformers v5 decides it: a `<kind>_token` entry of `config` written as
+    an AddedToken gives its own lstrip; otherwise a token flagged lstrip in
+    `added_tokens` (tokenizer.json's) or in `config`'s `added_tokens_decoder`.
+    A plain string does not."""
+    listed = list(added_tokens or ()) + list((config.get("added_tokens_decoder") or {}).values())
+    tokens = {t["content"] for t in listed if isinstance(t, dict) and t.get("lstrip") and "content" in t}
+    for key, entry in config.items():
+        if key.endswith("_token") and isinstance(entry, dict) and "content" in entry:
+            (tokens.add if entry.get("lstrip") else tokens.discard)(entry["content"])
+    return sorted(tokens)
+
+
 def _special_entries(special):
     """A tokenizer's special tokens as tokenizer_config.json entries."""
     return {f"{kind}_token": token for kind, token in special.items()}
 
 
 _BERT_SPECIALS = {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "mask": "[MASK]", "unk": "[UNK]"}
+_ROBERTA_SPECIALS = {"cls": "<s>", "sep": "</s>", "pad": "<pad>", "mask": "<mask>", "unk": "<unk>"}
 
 
 def _wordpiece(vocab_path, config, spec):
@@ -181,44 +213,130 @@ def write_wordpiece_files(tokenizer, directory):
     return directory
 
 
-# -- SentencePiece (ALBERT) ------------------------------------------------------
+# -- SentencePiece (ALBERT, XLM-RoBERTa, DeBERTa-v2/v3) ------------------------------
 
 _ALBERT_SPECIALS = {"cls": "[CLS]", "sep": "[SEP]", "pad": "<pad>", "mask": "[MASK]", "unk": "<unk>"}
 
+# The SentencePiece tokenizers of transformers: the model file, the tokenizer
+# class, the default special tokens and the template (`packing_style`).
+SENTENCEPIECE_LAYOUTS = {
+    "albert": {"file": "spiece.model", "class": "AlbertTokenizer", "specials": _ALBERT_SPECIALS, "style": "bert"},
+    "xlm_roberta": {"file": "sentencepiece.bpe.model", "class": "XLMRobertaTokenizer", "specials": _ROBERTA_SPECIALS,
+                    "style": "roberta"},
+    "deberta_v2": {"file": "spm.model", "class": "DebertaV2Tokenizer", "specials": _BERT_SPECIALS, "style": "bert"},
+}
+# The order in which transformers adds the special tokens a model lacks.
+_ADDED_ORDER = ("cls", "sep", "unk", "pad", "mask")
+_FAIRSEQ_HEAD = ("cls", "pad", "sep", "unk")  # XLM-RoBERTa's ids 0..3
 
-def _lstrip_tokens(added_tokens):
-    """Special tokens flagged lstrip, from tokenizer.json's `added_tokens` or
-    tokenizer_config.json's `added_tokens_decoder`."""
-    if isinstance(added_tokens, dict):
-        added_tokens = list(added_tokens.values())
-    return [t["content"] for t in added_tokens or () if isinstance(t, dict) and t.get("lstrip")]
+
+def sentencepiece_vocabulary(pieces, layout, special):
+    """A SentencePiece model's `(piece, score)` pairs -> the tokenizer's
+    pairs (id = position) and the tokens added after them, as transformers
+    numbers them. "xlm_roberta" (fairseq): `<s> <pad> </s> <unk>`, then the
+    model's pieces from its fourth on (its own first three are `<unk> <s>
+    </s>`), then `<mask>`. Otherwise the model's own ids, followed by the
+    special tokens it lacks (DeBERTa's `[MASK]`). `special`: {"cls": token,
+    ...} as in `Tokenizer.special_tokens`."""
+    if layout == "xlm_roberta":
+        return [(special[k], 0.0) for k in _FAIRSEQ_HEAD] + list(pieces[3:]) + [(special["mask"], 0.0)], []
+    present = {piece for piece, _ in pieces}
+    return list(pieces), [t for t in dict.fromkeys(special[k] for k in _ADDED_ORDER) if t not in present]
 
 
-def _sentencepiece(model_path, config, spec):
-    model = read_sentencepiece_model(model_path)
-    if model["byte_fallback"]:
-        raise ValueError(f"{model_path} uses byte fallback, which kerasbert's SentencePiece tokenizer does not implement.")
-    keep_accents = config.get("keep_accents", spec.get("keep_accents", False))
+def check_sentencepiece_layout(layout, pieces, special):
+    """Raises a ValueError unless `pieces` (the tokenizer's, id = position)
+    are numbered as `layout` numbers a model's pieces: for "xlm_roberta",
+    fairseq's `<s> <pad> </s> <unk>` first and `<mask>` last."""
+    if layout == "xlm_roberta":
+        head = [special[k] for k in _FAIRSEQ_HEAD]
+        if pieces[:len(head)] != head or len(pieces) <= len(head) or pieces[-1] != special["mask"]:
+            raise ValueError(
+                f"layout='xlm_roberta' numbers the pieces as fairseq does: {head} first and "
+                f"{special['mask']!r} last; the vocabulary starts {abbreviated(pieces[:len(head)])} and ends "
+                f"{abbreviated(pieces[-1])}. Pass layout='albert' to number them as given."
+            )
+
+
+def _model_pieces(tokenizer):
+    """The `(piece, score)` pairs of the SentencePiece model file of
+    `tokenizer` (`sentencepiece_vocabulary` undone)."""
+    pairs = list(zip(tokenizer.vocabulary, tokenizer.scores))
+    if tokenizer.layout == "xlm_roberta":
+        special = tokenizer.special_tokens
+        return [(special[k], 0.0) for k in ("unk", "cls", "sep")] + pairs[len(_FAIRSEQ_HEAD):-1]
+    return pairs
+
+
+def _sentencepiece_flags(layout, config, spec):
+    """The normalisation flags of transformers' tokenizer of `layout`: its
+    options from tokenizer_config.json (a kerasbert preset's `tokenizer`
+    entry where it is silent): ALBERT's `do_lower_case` and `keep_accents`,
+    DeBERTa's `do_lower_case`; XLM-RoBERTa's tokenizer has none."""
+    lowercase = config.get("do_lower_case", spec.get("lowercase", layout == "albert"))
+    if layout == "albert":
+        keep_accents = config.get("keep_accents", spec.get("keep_accents", False))
+        return {"lowercase": lowercase, "strip_accents": not keep_accents}
+    plain = {"lowercase": False, "strip_accents": False, "replace_quotes": False}
+    if layout == "xlm_roberta":
+        return plain
+    if config.get("split_by_punct", False) or not config.get("add_prefix_space", True):
+        raise ValueError(
+            f"tokenizer_config.json sets split_by_punct={config.get('split_by_punct')!r}, "
+            f"add_prefix_space={config.get('add_prefix_space')!r}; kerasbert reproduces DeBERTa's tokenizer "
+            "with split_by_punct=False and add_prefix_space=True (the published models' settings)."
+        )
+    return {**plain, "lowercase": lowercase, "whitespace_split": False, "strip_trailing_whitespace": True}
+
+
+def _sentencepiece(model_path, layout, config, spec):
+    # transformers' DeBERTa normalises differently (NFC, ...) without a charsmap.
+    if layout == "deberta_v2" and not read_sentencepiece_model(model_path)["precompiled_charsmap"]:
+        raise ValueError(
+            f"{model_path} has no precompiled normalisation (charsmap); kerasbert reproduces DeBERTa's "
+            "tokenizer for models that have one (nmt_nfkc, as the published models)."
+        )
+    names = _special_names(config, SENTENCEPIECE_LAYOUTS[layout]["specials"])
     return "SentencePieceTokenizer", _arguments(
-        model["vocabulary"],
-        precompiled_charsmap=model["precompiled_charsmap"],
-        lowercase=config.get("do_lower_case", spec.get("lowercase", True)),
-        strip_accents=not keep_accents,
+        model_path,
         add_prefix_space=config.get("add_prefix_space", True),
-        lstrip_tokens=_lstrip_tokens(config.get("added_tokens_decoder")),
-        **_special_names(config, _ALBERT_SPECIALS),
+        lstrip_tokens=_lstrip_tokens(config),
+        layout=layout,
+        **_sentencepiece_flags(layout, config, spec),
+        **names,
     )
 
 
+def _sentencepiece_layout(data, config, strips):
+    """The layout of a SentencePiece tokenizer.json: the one whose class
+    tokenizer_config.json names, else XLM-RoBERTa for a RoBERTa pair
+    template (`<s> A </s> </s> B </s>`), DeBERTa for a Strip normaliser
+    (`strips`), ALBERT otherwise."""
+    named = str(config.get("tokenizer_class") or "").removesuffix("Fast")
+    for layout, entry in SENTENCEPIECE_LAYOUTS.items():
+        if entry["class"] == named:
+            return layout
+    post = data.get("post_processor") or {}
+    kinds = [next(iter(item)) for item in post.get("pair") or () if isinstance(item, dict) and item]
+    if post.get("type") == "RobertaProcessing" or any(
+        a == b == "SpecialToken" for a, b in zip(kinds, kinds[1:])
+    ):
+        return "xlm_roberta"
+    return "deberta_v2" if strips else "albert"
+
+
 def _sentencepiece_from_json(data, model, config):
-    """transformers' ALBERT layouts: normalizers among Replace("``"/"''" ->
-    '"'), NFKD, StripAccents, Lowercase, Precompiled, Replace(" {2,}" -> " ");
-    pre-tokenizer WhitespaceSplit + Metaspace (v5) or Metaspace alone (v4)."""
+    """transformers' SentencePiece layouts: normalizers among Replace("``"/"''"
+    -> '"'), NFKD, StripAccents, Lowercase, Precompiled, Strip (right, after
+    Precompiled), Replace(" {2,}" -> " "); pre-tokenizer WhitespaceSplit +
+    Metaspace (v5 ALBERT, XLM-RoBERTa) or Metaspace alone (v4 ALBERT,
+    DeBERTa)."""
     if model.get("byte_fallback"):
         raise ValueError("tokenizer.json's Unigram model uses byte fallback, which kerasbert does not implement.")
     normalizer = data.get("normalizer") or {}
     steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else [normalizer] * bool(normalizer)
-    flags = {"replace_quotes": False, "strip_accents": False, "lowercase": False, "precompiled_charsmap": None}
+    flags = {"replace_quotes": False, "strip_accents": False, "lowercase": False, "precompiled_charsmap": None,
+             "strip_trailing_whitespace": False}
     collapse_spaces, decomposed = False, False
     for step in steps:
         kind, pattern = step.get("type"), step.get("pattern") or {}
@@ -232,13 +350,15 @@ def _sentencepiece_from_json(data, model, config):
             flags["strip_accents"] = True
         elif kind == "Lowercase":
             flags["lowercase"] = True
-        elif kind == "Precompiled":
+        elif kind == "Precompiled" and not flags["strip_trailing_whitespace"]:
             flags["precompiled_charsmap"] = step.get("precompiled_charsmap") or None
+        elif kind == "Strip" and not step.get("strip_left") and step.get("strip_right"):
+            flags["strip_trailing_whitespace"] = True
         else:
             raise ValueError(
-                f"tokenizer.json's normalizer has a {kind} step ({step!r:.80}); the SentencePiece "
-                "tokenizer reproduces ALBERT's: Replace '``'/\"''\", NFKD + StripAccents, "
-                "Lowercase, Precompiled, Replace ' {2,}'."
+                f"tokenizer.json's normalizer has a {kind} step ({step!r:.80}) kerasbert does not reproduce "
+                "there; the SentencePiece tokenizer reproduces, in this order: Replace '``'/\"''\", NFKD + "
+                "StripAccents, Lowercase, Precompiled, Strip (right only), Replace ' {2,}'."
             )
     if decomposed != flags["strip_accents"]:
         raise ValueError("tokenizer.json applies NFKD without StripAccents (or the reverse); kerasbert supports them together.")
@@ -258,7 +378,8 @@ def _sentencepiece_from_json(data, model, config):
     if not whitespace_split and not collapse_spaces:
         raise ValueError("tokenizer.json's Metaspace-only pre-tokenizer without the ' {2,}' normalizer is not supported.")
     vocabulary = [(piece, score) for piece, score in model["vocab"]]
-    names = _special_names(config, _ALBERT_SPECIALS)
+    layout = _sentencepiece_layout(data, config, flags["strip_trailing_whitespace"])
+    names = _special_names(config, SENTENCEPIECE_LAYOUTS[layout]["specials"])
     unk_id = model.get("unk_id")
     if unk_id is not None:
         names["unknown_token"] = vocabulary[unk_id][0]
@@ -267,16 +388,47 @@ def _sentencepiece_from_json(data, model, config):
         add_prefix_space=scheme == "always",
         whitespace_split=whitespace_split,
         split_on_metaspace=metaspace.get("split", True),
-        lstrip_tokens=_lstrip_tokens(data.get("added_tokens")),
+        lstrip_tokens=_lstrip_tokens({}, data.get("added_tokens")),
+        added_tokens=_tokens_after(data.get("added_tokens"), len(vocabulary)),
+        layout=layout,
         **flags,
         **names,
     )
 
 
+def _tokens_after(added_tokens, size):
+    """tokenizer.json's added tokens with ids from `size` on (outside the
+    model's vocabulary), in id order; they must be special and numbered
+    `size, size + 1, ...`."""
+    extra = sorted((t for t in added_tokens or () if t.get("id", -1) >= size), key=lambda t: t["id"])
+    if [t["id"] for t in extra] != list(range(size, size + len(extra))) or not all(t.get("special") for t in extra):
+        raise ValueError(
+            f"tokenizer.json's added tokens beyond the model's {size} pieces are "
+            f"{abbreviated([(t.get('id'), t.get('content'), t.get('special')) for t in extra])}; kerasbert reads "
+            f"special tokens numbered {size}, {size + 1}, ... there."
+        )
+    return [t["content"] for t in extra]
+
+
+def _sentencepiece_config(tokenizer):
+    """tokenizer_config.json's flags for transformers' tokenizer of the
+    tokenizer's layout (`_sentencepiece_flags` undone)."""
+    if tokenizer.layout == "albert":
+        return {"do_lower_case": tokenizer.lowercase, "keep_accents": not tokenizer.strip_accents}
+    if tokenizer.layout == "deberta_v2":
+        return {"do_lower_case": tokenizer.lowercase, "split_by_punct": False}
+    return {}
+
+
 @_recorded
 def write_sentencepiece_files(tokenizer, directory):
-    """tokenizer.json (the full pipeline), spiece.model and
-    tokenizer_config.json, loadable by kerasbert and by transformers."""
+    """tokenizer.json (the full pipeline), the layout's SentencePiece model
+    (`spiece.model`, `sentencepiece.bpe.model` or `spm.model`) and
+    tokenizer_config.json, loadable by kerasbert and by transformers.
+
+    transformers builds the pipeline of its tokenizer class from
+    tokenizer_config.json's flags, so it reproduces the tokenizer where its
+    flags are those the layout's files give (`tokenizer_arguments`)."""
     from sentencepiece import sentencepiece_model_pb2
     from tokenizers import (
         AddedToken,
@@ -291,10 +443,13 @@ def write_sentencepiece_files(tokenizer, directory):
 
     from kerasbert.utils.io import atomic_file, write_json
 
+    layout = SENTENCEPIECE_LAYOUTS[tokenizer.layout]
     special = tokenizer.special_tokens
     unk_id = tokenizer.token_to_id(special["unk"])
     pairs = list(zip(tokenizer.vocabulary, tokenizer.scores))
     charsmap = tokenizer.precompiled_charsmap
+    # Special and added tokens in id order: those the model lacks take the ids after it.
+    added = sorted(dict.fromkeys([*special.values(), *tokenizer.added_tokens]), key=tokenizer.token_to_id)
 
     steps = []
     if tokenizer.replace_quotes:
@@ -305,6 +460,8 @@ def write_sentencepiece_files(tokenizer, directory):
         steps.append(normalizers.Lowercase())
     if charsmap:
         steps.append(normalizers.Precompiled(charsmap))
+    if tokenizer.strip_trailing_whitespace:
+        steps.append(normalizers.Strip(left=False, right=True))
     scheme = "always" if tokenizer.add_prefix_space else "never"
     metaspace = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=scheme, split=tokenizer.split_on_metaspace)
     if tokenizer.whitespace_split:
@@ -317,14 +474,16 @@ def write_sentencepiece_files(tokenizer, directory):
     backend.pre_tokenizer = pre
     backend.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme=scheme)
     backend.add_special_tokens([
-        AddedToken(t, special=True, normalized=False, lstrip=t in tokenizer.lstrip_tokens)
-        for t in dict.fromkeys([special["pad"], special["unk"], special["cls"], special["sep"], special["mask"]])
+        AddedToken(t, special=True, normalized=False, lstrip=t in tokenizer.lstrip_tokens) for t in added
     ])
-    cls_id, sep_id = tokenizer.token_to_id(special["cls"]), tokenizer.token_to_id(special["sep"])
+    cls, sep = special["cls"], special["sep"]
+    if layout["style"] == "roberta":
+        single, pair = f"{cls} $A {sep}", f"{cls} $A {sep} {sep} $B {sep}"
+    else:
+        single, pair = f"{cls}:0 $A:0 {sep}:0", f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1"
     backend.post_processor = processors.TemplateProcessing(
-        single=f"{special['cls']}:0 $A:0 {special['sep']}:0",
-        pair=f"{special['cls']}:0 $A:0 {special['sep']}:0 $B:1 {special['sep']}:1",
-        special_tokens=[(special["cls"], cls_id), (special["sep"], sep_id)],
+        single=single, pair=pair,
+        special_tokens=[(cls, tokenizer.token_to_id(cls)), (sep, tokenizer.token_to_id(sep))],
     )
     with atomic_file(os.path.join(directory, "tokenizer.json")) as tmp:
         backend.save(tmp)
@@ -332,53 +491,40 @@ def write_sentencepiece_files(tokenizer, directory):
     proto = sentencepiece_model_pb2.ModelProto()
     kinds = {special["unk"]: proto.SentencePiece.UNKNOWN}
     kinds.update({special[k]: proto.SentencePiece.CONTROL for k in ("cls", "sep", "pad", "mask")})
-    for piece, score in pairs:
+    pieces = _model_pieces(tokenizer)
+    for piece, score in pieces:
         proto.pieces.add(piece=piece, score=score, type=kinds.get(piece, proto.SentencePiece.NORMAL))
     proto.trainer_spec.model_type = proto.trainer_spec.UNIGRAM
-    proto.trainer_spec.unk_id = unk_id
+    proto.trainer_spec.unk_id = [piece for piece, _ in pieces].index(special["unk"])
     proto.trainer_spec.unk_piece = special["unk"]
     proto.normalizer_spec.name = "precompiled" if charsmap else "identity"
     if charsmap:
         proto.normalizer_spec.precompiled_charsmap = charsmap
-    with atomic_file(os.path.join(directory, "spiece.model")) as tmp, open(tmp, "wb") as f:
+    with atomic_file(os.path.join(directory, layout["file"])) as tmp, open(tmp, "wb") as f:
         f.write(proto.SerializeToString())
 
-    added = {
+    decoder = {
         str(tokenizer.token_to_id(t)): {
             "content": t, "lstrip": t in tokenizer.lstrip_tokens, "rstrip": False,
             "normalized": False, "single_word": False, "special": True,
         }
-        for t in dict.fromkeys(special.values())
+        for t in added
     }
     write_json(
         os.path.join(directory, "tokenizer_config.json"),
         {
-            "tokenizer_class": "AlbertTokenizer",
-            "do_lower_case": tokenizer.lowercase,
-            "keep_accents": not tokenizer.strip_accents,
+            "tokenizer_class": layout["class"],
+            **_sentencepiece_config(tokenizer),
             "add_prefix_space": tokenizer.add_prefix_space,
             **_special_entries(special),
             "bos_token": special["cls"], "eos_token": special["sep"],
-            "added_tokens_decoder": added,
+            "added_tokens_decoder": decoder,
         },
     )
     return directory
 
 
 # -- Byte-level BPE (GPT-2, RoBERTa) ----------------------------------------------
-
-_ROBERTA_SPECIALS = {"cls": "<s>", "sep": "</s>", "pad": "<pad>", "mask": "<mask>", "unk": "<unk>"}
-
-
-def _mask_lstrip(config, added_tokens, mask_token):
-    """Whether the mask token swallows the whitespace on its left, as
-    transformers v5 decides it: an AddedToken with lstrip in
-    tokenizer_config.json or in tokenizer.json's added tokens; a plain
-    string does not."""
-    if isinstance(config.get("mask_token"), dict):
-        return bool(config["mask_token"].get("lstrip", False))
-    listed = list(added_tokens or ()) + list((config.get("added_tokens_decoder") or {}).values())
-    return any(isinstance(t, dict) and t.get("content") == mask_token and t.get("lstrip") for t in listed)
 
 
 def _byte_pair(vocab_path, merges_path, config):
@@ -387,7 +533,7 @@ def _byte_pair(vocab_path, merges_path, config):
         vocab_path, merges_path,
         add_prefix_space=config.get("add_prefix_space", False),
         trim_offsets=config.get("trim_offsets", True),
-        mask_token_lstrip=_mask_lstrip(config, (), names["mask_token"]),
+        mask_token_lstrip=names["mask_token"] in _lstrip_tokens(config),
         **names,
     )
 
@@ -415,7 +561,7 @@ def _byte_pair_from_json(data, model, config):
         model["vocab"], merges,
         add_prefix_space=pre_tokenizer.get("add_prefix_space", False),
         trim_offsets=post_processor.get("trim_offsets", pre_tokenizer.get("trim_offsets", True)),
-        mask_token_lstrip=_mask_lstrip({}, data.get("added_tokens"), names["mask_token"]),
+        mask_token_lstrip=names["mask_token"] in _lstrip_tokens({}, data.get("added_tokens")),
         **names,
     )
 
@@ -454,13 +600,14 @@ def write_byte_pair_files(tokenizer, directory):
 
 
 def read_sentencepiece_model(path):
-    """A `spiece.model` file -> {"vocabulary": [(piece, score)],
-    "precompiled_charsmap": bytes, "unk_id", "byte_fallback", ...}."""
+    """A SentencePiece unigram model file (`spiece.model`, ...) ->
+    {"vocabulary": [(piece, score)], "precompiled_charsmap": bytes or None,
+    "unk_id"}. Models with byte fallback are refused."""
     from google.protobuf.message import DecodeError
     from sentencepiece import sentencepiece_model_pb2
 
     model = sentencepiece_model_pb2.ModelProto()
-    path = check_file("path", path, "a spiece.model")
+    path = check_file("path", path, "a SentencePiece model")
     with open(path, "rb") as f:
         data = f.read()
     try:
@@ -471,10 +618,13 @@ def read_sentencepiece_model(path):
         raise ValueError(f"{path} is not a SentencePiece model file (no pieces).")
     if model.trainer_spec.model_type not in (0, 1):  # UNIGRAM (0 = unset)
         kind = sentencepiece_model_pb2.TrainerSpec.ModelType.Name(model.trainer_spec.model_type)
-        raise ValueError(f"{path} is a SentencePiece {kind} model; kerasbert reads unigram models (ALBERT).")
+        raise ValueError(
+            f"{path} is a SentencePiece {kind} model; kerasbert reads unigram models (ALBERT, XLM-RoBERTa, DeBERTa)."
+        )
+    if model.trainer_spec.byte_fallback:
+        raise ValueError(f"{path} uses byte fallback, which kerasbert's SentencePiece tokenizer does not implement.")
     return {
         "vocabulary": [(p.piece, p.score) for p in model.pieces],
         "precompiled_charsmap": model.normalizer_spec.precompiled_charsmap or None,
         "unk_id": model.trainer_spec.unk_id,
-        "byte_fallback": model.trainer_spec.byte_fallback,
     }

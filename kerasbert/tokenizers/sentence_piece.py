@@ -1,5 +1,5 @@
-"""SentencePiece unigram (ALBERT) in TensorFlow ops, identical to
-transformers' fast ALBERT tokenizer."""
+"""SentencePiece unigram (ALBERT, XLM-RoBERTa, DeBERTa-v2/v3) in TensorFlow
+ops, identical to transformers' fast tokenizers."""
 
 import base64
 import functools
@@ -10,8 +10,21 @@ import keras
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
-from kerasbert.tokenizers.files import read_sentencepiece_model, write_sentencepiece_files
-from kerasbert.utils.checks import abbreviated, check_bool, check_file, check_number, check_string
+from kerasbert.tokenizers.files import (
+    SENTENCEPIECE_LAYOUTS,
+    check_sentencepiece_layout,
+    read_sentencepiece_model,
+    sentencepiece_vocabulary,
+    write_sentencepiece_files,
+)
+from kerasbert.utils.checks import (
+    abbreviated,
+    check_bool,
+    check_choice,
+    check_file,
+    check_number,
+    check_string,
+)
 from kerasbert.utils.optional import tf
 from kerasbert.utils.ragged import row_ids
 
@@ -42,13 +55,14 @@ def _read_pieces(vocabulary):
     """(piece, score) pairs -> (pieces, scores)."""
     if isinstance(vocabulary, (bytes, bytearray)) or not isinstance(vocabulary, (list, tuple)):
         raise TypeError(
-            f"vocabulary must be a spiece.model path or a list of (piece, score) pairs; got {abbreviated(vocabulary)}."
+            "vocabulary must be a SentencePiece model path or a list of (piece, score) pairs; "
+            f"got {abbreviated(vocabulary)}."
         )
     pieces, scores = [], []
     for i, entry in enumerate(vocabulary):
         if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], str)):
             raise TypeError(
-                f"vocabulary must be a spiece.model path or a list of (piece, score) pairs; "
+                f"vocabulary must be a SentencePiece model path or a list of (piece, score) pairs; "
                 f"vocabulary[{i}] is {abbreviated(entry, 60)}."
             )
         pieces.append(entry[0])
@@ -58,6 +72,18 @@ def _read_pieces(vocabulary):
     return pieces, scores
 
 
+def _read_added_tokens(added_tokens, pieces):
+    """Tokens numbered after the pieces: a list of strings, none a piece."""
+    if isinstance(added_tokens, str) or not isinstance(added_tokens, (list, tuple)):
+        raise TypeError(f"added_tokens must be a list of token strings; got {abbreviated(added_tokens)}.")
+    known = set(pieces)
+    for i, token in enumerate(added_tokens):
+        if check_string(f"added_tokens[{i}]", token) in known:
+            raise ValueError(
+                f"added_tokens[{i}]={token!r} is a piece of the vocabulary already; added tokens are "
+                "the special tokens outside the model's pieces (DeBERTa's [MASK])."
+            )
+    return list(added_tokens)
 
 
 def _expand(code_points, keys, lengths, starts, values, dropped):
@@ -83,6 +109,12 @@ def _cut(group, length):
     return tf.cumsum(tf.cast((index - first) % length == 0, tf.int64)) - 1
 
 
+def _in_class(rules, name, value):
+    """(n,) code points -> (n,) whether each is in the character class
+    `name` ("whitespace", "extend", "breaker") of `rules`."""
+    return tf.gather(rules[f"{name}_classes"], tf.searchsorted(rules[f"{name}_edges"], value, side="right") - 1) > 0
+
+
 def _segments(flags):
     """(n,) bool run starts -> (n,) index of each element's run start."""
     index = tf.range(tf.size(flags, tf.int64))
@@ -92,30 +124,47 @@ def _segments(flags):
 
 @keras.saving.register_keras_serializable(package="kerasbert")
 class SentencePieceTokenizer(Tokenizer):
-    """A SentencePiece unigram tokenizer (ALBERT) as TensorFlow ops, giving
-    the ids and offsets of transformers' fast tokenizer built from the same
-    `spiece.model` or `tokenizer.json`.
+    """A SentencePiece unigram tokenizer (ALBERT, XLM-RoBERTa, DeBERTa-v2/v3)
+    as TensorFlow ops, giving the ids and offsets of transformers' fast
+    tokenizer built from the same SentencePiece model or `tokenizer.json`.
 
     The pipeline is transformers': "``" and "''" become '"'; NFKD and
     accent stripping (`strip_accents`); lowercasing (`lowercase`); the
     model's own precompiled normalisation (`precompiled_charsmap`, usually
-    NFKC-based); then words split on whitespace, each prefixed with "▁",
-    and cut into the pieces of highest total score (Viterbi, ties going to
-    the longer last piece as in `tokenizers`). Characters no piece covers
-    become the unknown token, consecutive ones fused into one.
+    NFKC-based); trailing whitespace dropped (`strip_trailing_whitespace`);
+    then words split on whitespace, each prefixed with "▁", and cut into the
+    pieces of highest total score (Viterbi, ties going to the longer last
+    piece as in `tokenizers`). Characters no piece covers become the unknown
+    token, consecutive ones fused into one.
+
+    `layout` names the transformers tokenizer whose files these are: how a
+    model file's pieces are numbered, the file names `save_to_preset`
+    writes, and the template (`packing_style`). The families' settings, as
+    `Tokenizer.from_preset` reads them from their files:
+
+    - ALBERT (`spiece.model`): the defaults.
+    - XLM-RoBERTa (`sentencepiece.bpe.model`): `layout="xlm_roberta",
+      lowercase=False, strip_accents=False, replace_quotes=False` and
+      RoBERTa's special tokens (`<s> </s> <pad> <mask> <unk>`).
+    - DeBERTa-v2/v3 (`spm.model`): `layout="deberta_v2", lowercase=False,
+      strip_accents=False, replace_quotes=False, whitespace_split=False,
+      strip_trailing_whitespace=True` and BERT's special tokens (`[CLS]
+      [SEP] [PAD] [MASK] [UNK]`); `[MASK]`, not a piece of the model, is an
+      added token.
 
     The per-character rules are composed from tables read off the reference
     `tokenizers` library (see `kerasbert.tokenizers.unicode`) and the model's
     charsmap, and agree with it on every code point.
 
     Args:
-        vocabulary: a `spiece.model` path, or a list of `(piece, score)`
-            pairs (id = position).
+        vocabulary: a SentencePiece model path, its pieces numbered as
+            `layout` says, or a list of `(piece, score)` pairs (id =
+            position).
         lowercase: lowercase the text (ALBERT's `do_lower_case`).
         strip_accents: NFKD-decompose and drop combining marks (ALBERT's
             `keep_accents=False`).
         precompiled_charsmap: the model's normalisation table (bytes or
-            base64); read from `spiece.model` when `vocabulary` is a path.
+            base64); read from the model when `vocabulary` is a path.
         replace_quotes: turn "``" and "''" into '"', as ALBERT does.
         add_prefix_space: prefix every word with "▁".
         whitespace_split: split words on whitespace before adding "▁"
@@ -127,8 +176,18 @@ class SentencePieceTokenizer(Tokenizer):
             tokens, which must be in the vocabulary.
         lstrip_tokens: special tokens that swallow the whitespace on their
             left when written in the text.
-        special_tokens_in_text: special tokens written in the text become
-            their ids (matched before normalisation, as in transformers).
+        special_tokens_in_text: special and added tokens written in the
+            text become their ids (matched before normalisation, as in
+            transformers).
+        strip_trailing_whitespace: drop the whitespace that ends each text
+            (after the charsmap), as DeBERTa's normaliser does.
+        added_tokens: special tokens numbered after the pieces, which the
+            segmentation never produces (DeBERTa's `[MASK]`). `None`: for a
+            model path, the special tokens the model lacks (as transformers
+            adds them); for pairs, none.
+        layout: "albert", "xlm_roberta" (fairseq's numbering: `<s> <pad> </s>
+            <unk>`, the model's pieces from its fourth on shifted by one,
+            `<mask>` last) or "deberta_v2" (the model's own ids).
 
     Examples:
     >>> pieces = [("<pad>", 0.0), ("<unk>", 0.0), ("[CLS]", 0.0), ("[SEP]", 0.0),
@@ -139,8 +198,6 @@ class SentencePieceTokenizer(Tokenizer):
     >>> tokenizer.detokenize([5, 6, 7])
     'the cats'
     """
-
-    packing_style = "bert"  # [CLS] A [SEP] B [SEP]
 
     def __init__(
         self,
@@ -159,16 +216,26 @@ class SentencePieceTokenizer(Tokenizer):
         mask_token="[MASK]",
         lstrip_tokens=(),
         special_tokens_in_text=True,
+        strip_trailing_whitespace=False,
+        added_tokens=None,
+        layout="albert",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.layout = check_choice("layout", layout, tuple(SENTENCEPIECE_LAYOUTS))
+        # "bert" ([CLS] A [SEP] B [SEP]) or "roberta" (<s> A </s></s> B </s>, XLM-RoBERTa).
+        self.packing_style = SENTENCEPIECE_LAYOUTS[self.layout]["style"]
+        special = self._checked_special_tokens(cls_token, sep_token, pad_token, mask_token, unknown_token)
         if isinstance(vocabulary, (str, os.PathLike)):
-            model = read_sentencepiece_model(check_file("vocabulary", vocabulary, "a spiece.model"))
-            vocabulary = model["vocabulary"]
+            model = read_sentencepiece_model(check_file("vocabulary", vocabulary, "a SentencePiece model"))
+            vocabulary, missing = sentencepiece_vocabulary(model["vocabulary"], self.layout, special)
+            added_tokens = missing if added_tokens is None else added_tokens
             if precompiled_charsmap is None:
                 precompiled_charsmap = model["precompiled_charsmap"]
         pieces, scores = _read_pieces(vocabulary)
-        self._set_vocabulary(pieces)
+        check_sentencepiece_layout(self.layout, pieces, special)
+        self.added_tokens = _read_added_tokens([] if added_tokens is None else added_tokens, pieces)
+        self._set_vocabulary(pieces + self.added_tokens)
         self.scores = scores
         self.lowercase = check_bool("lowercase", lowercase)
         self.strip_accents = check_bool("strip_accents", strip_accents)
@@ -177,6 +244,7 @@ class SentencePieceTokenizer(Tokenizer):
         self.add_prefix_space = check_bool("add_prefix_space", add_prefix_space)
         self.whitespace_split = check_bool("whitespace_split", whitespace_split)
         self.split_on_metaspace = check_bool("split_on_metaspace", split_on_metaspace)
+        self.strip_trailing_whitespace = check_bool("strip_trailing_whitespace", strip_trailing_whitespace)
         self.unknown_token = unknown_token
         if isinstance(lstrip_tokens, str) or not isinstance(lstrip_tokens, (list, tuple, set, frozenset)):
             raise TypeError(f"lstrip_tokens must be a list of special tokens; got {abbreviated(lstrip_tokens)}.")
@@ -184,7 +252,8 @@ class SentencePieceTokenizer(Tokenizer):
         self.special_tokens_in_text = check_bool("special_tokens_in_text", special_tokens_in_text)
         self._set_special_tokens(cls_token, sep_token, pad_token, mask_token, unknown_token)
         self._set_special_tokens_in_text(
-            self.special_tokens.values() if special_tokens_in_text else (), lstrip=self.lstrip_tokens
+            [*self.special_tokens.values(), *self.added_tokens] if special_tokens_in_text else (),
+            lstrip=self.lstrip_tokens,
         )
         rules = _rules(self.lowercase, self.strip_accents, self.precompiled_charsmap)
         self._rules = {
@@ -192,7 +261,8 @@ class SentencePieceTokenizer(Tokenizer):
             for name in ("map_keys", "map_lengths", "map_starts", "map_values",
                          "charsmap_keys", "charsmap_lengths", "charsmap_starts", "charsmap_values",
                          "sequence_lengths", "sequence_starts", "sequence_values",
-                         "extend_edges", "extend_classes", "whitespace_edges", "whitespace_classes")
+                         "extend_edges", "extend_classes", "breaker_edges", "breaker_classes",
+                         "whitespace_edges", "whitespace_classes")
         }
         self._has_charsmap = bool(rules.charsmap)
         self._sequence_table = tf.lookup.StaticHashTable(
@@ -202,7 +272,8 @@ class SentencePieceTokenizer(Tokenizer):
             default_value=-1,
         )
         # Every piece is a candidate, control pieces included, as in
-        # `tokenizers`; prefixes of pieces map to -1, anything else to -2.
+        # `tokenizers` (added tokens are not); prefixes of pieces map to -1,
+        # anything else to -2.
         codes = {}
         for piece in pieces:
             for end in range(1, len(piece)):
@@ -246,6 +317,16 @@ class SentencePieceTokenizer(Tokenizer):
         row, index = tf.gather(row, owner), tf.gather(index, owner)
         if self._has_charsmap:
             value, row, index = self._apply_charsmap(value, row, index)
+        if self.strip_trailing_whitespace:
+            # Characters after the last non-whitespace one of their text go
+            # (Unicode White_Space, as `tokenizers`' Strip takes it).
+            position = tf.range(tf.size(value, tf.int64))
+            last = tf.math.unsorted_segment_max(
+                tf.where(_in_class(self._rules, "whitespace", value), tf.constant(-1, tf.int64), position),
+                row, tf.shape(texts, tf.int64)[0],
+            )  # (batch,), the lowest int64 for a text of whitespace only
+            keep = position <= tf.gather(last, row)
+            value, row, index = (tf.boolean_mask(t, keep) for t in (value, row, index))
         return value, row, index
 
     def _apply_charsmap(self, value, row, index):
@@ -255,9 +336,9 @@ class SentencePieceTokenizer(Tokenizer):
         whole; other characters one by one."""
         r = self._rules
         n = tf.size(value, tf.int64)
-        extends = tf.gather(r["extend_classes"], tf.searchsorted(r["extend_edges"], value, side="right") - 1) > 0
         same_row = tf.concat([[False], tf.equal(row[1:], row[:-1])], 0)
         previous = tf.concat([[0], value[:-1]], 0)
+        extends = _in_class(r, "extend", value) & ~_in_class(r, "breaker", previous)
         joins = same_row & (extends | (tf.equal(value, 10) & tf.equal(previous, 13)))  # CR LF
         cluster_start = _segments(~joins)  # (n,) index of each character's cluster start
         cluster = tf.cumsum(tf.cast(~joins, tf.int64)) - 1
@@ -313,6 +394,14 @@ class SentencePieceTokenizer(Tokenizer):
             owner + tf.minimum(tf.cast(j, tf.int64), tf.gather(cluster_size, owner) - 1),
             owner,
         )
+        # Characters the charsmap deletes before a text's first output have
+        # no earlier output to be charged to in transformers, which then
+        # aligns every output character of the text with the character that
+        # many places before its own.
+        lead = owner - tf.gather(_segments(~same_row), owner)  # (m,) place of the source in its text
+        out_row = tf.gather(row, owner)
+        first_out = tf.not_equal(out_row, tf.concat([[-1], out_row], 0)[:-1])
+        aligned -= tf.gather(lead, _segments(first_out))
         return out, tf.gather(row, aligned), tf.gather(index, aligned)
 
     def _pieces(self, value, row, origin):
@@ -320,10 +409,7 @@ class SentencePieceTokenizer(Tokenizer):
         "▁" added: (chars, their pre-token id, origin), pre-tokens in order."""
         new_row = tf.concat([[True], tf.not_equal(row[1:], row[:-1])], 0)
         if self.whitespace_split:
-            r = self._rules
-            is_space = tf.gather(
-                r["whitespace_classes"], tf.searchsorted(r["whitespace_edges"], value, side="right") - 1
-            ) > 0
+            is_space = _in_class(self._rules, "whitespace", value)
             after_space = tf.concat([[True], is_space[:-1]], 0) | new_row
             word_start = ~is_space & after_space
             keep = ~is_space
@@ -533,7 +619,7 @@ class SentencePieceTokenizer(Tokenizer):
     def continuation_ids(self):
         """Ids of the pieces that continue a word (no leading "▁"), for
         whole-word masking."""
-        specials = set(self.special_tokens.values())
+        specials = {*self.special_tokens.values(), *self.added_tokens}
         return [i for i, t in enumerate(self.vocabulary) if not t.startswith("\u2581") and t not in specials]
 
     def save_to_preset(self, preset_dir):
@@ -555,5 +641,8 @@ class SentencePieceTokenizer(Tokenizer):
             **self._special_token_config(),
             lstrip_tokens=self.lstrip_tokens,
             special_tokens_in_text=self.special_tokens_in_text,
+            strip_trailing_whitespace=self.strip_trailing_whitespace,
+            added_tokens=self.added_tokens,
+            layout=self.layout,
         )
         return config

@@ -253,8 +253,9 @@ class UnigramCharacterRules:
        UTF-8 bytes is replaced as a whole when its first character, or the
        sequence of its first 2 or 3 characters (`sequence_*`), has an entry,
        as transformers does. Clusters are approximated as a character
-       followed by the characters in `extend_edges / extend_classes` (read
-       off the reference; see tools/make_unicode_tables.py), or CR LF.
+       followed by the characters in `extend_edges / extend_classes`, unless
+       it is one of `breaker_edges / breaker_classes` (controls), or CR LF
+       (both read off the reference; see tools/make_unicode_tables.py).
 
     Attributes also hold the whitespace WhitespaceSplit splits on.
     """
@@ -290,4 +291,5 @@ class UnigramCharacterRules:
         self.sequence_starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
         self.sequence_values = np.array([v for k in keys for v in self.sequences[k]] or [0], np.int32)
         self.extend_edges, self.extend_classes = _range_classes([(t["extend"], 1)])
+        self.breaker_edges, self.breaker_classes = _range_classes([(t["breakers"], 1)])
         self.whitespace_edges, self.whitespace_classes = _range_classes([(t["whitespace"], 1)])

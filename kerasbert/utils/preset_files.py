@@ -16,6 +16,8 @@ WEIGHTS_FILE = "encoder.safetensors"
 TOKENIZER_FILES = (
     "vocab.txt",
     "spiece.model",
+    "sentencepiece.bpe.model",
+    "spm.model",
     "vocab.json",
     "merges.txt",
     "tokenizer.json",
