@@ -1,5 +1,5 @@
 """kerasbert: one Keras 3 encoder for the BERT family (BERT, ALBERT, RoBERTa,
-XLM-RoBERTa, ELECTRA, DistilBERT, ModernBERT).
+XLM-RoBERTa, ELECTRA, DistilBERT, DeBERTa-v3, ModernBERT).
 
 `import kerasbert` changes no setting. Where Keras is imported already
 (`import keras` first, as isort orders them), it imports the library at

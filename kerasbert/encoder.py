@@ -1,5 +1,5 @@
-"""The one encoder: BERT, ALBERT, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT
-and ModernBERT are presets of it."""
+"""The one encoder: BERT, ALBERT, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT,
+DeBERTa-v3 and ModernBERT are presets of it."""
 
 import keras
 from keras import ops
@@ -10,13 +10,14 @@ from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.embeddings import PositionEmbedding
 from kerasbert.layers.initializers import TruncatedNormal, clone_initializer
+from kerasbert.layers.relative import RelativePositions
 from kerasbert.layers.rotary import RotaryEmbedding
 from kerasbert.layers.transformer_block import FEEDFORWARDS, NORMALIZATIONS, TransformerBlock
 from kerasbert.utils.checks import check_bool, check_choice, check_int, check_number
 from kerasbert.utils.features import check_host_features
 from kerasbert.utils.preset_files import write_preset
 
-POSITION_ENCODINGS = ("learned", "rotary")
+POSITION_ENCODINGS = ("learned", "rotary", "relative")
 
 
 def _validate_config(c):
@@ -52,6 +53,13 @@ def _validate_config(c):
     check_number("local_rotary_theta", c["local_rotary_theta"], 0, low_open=True, allow_none=True)
     check_int("local_attention_window", c["local_attention_window"], 2, allow_none=True)
     check_int("global_attention_every", c["global_attention_every"], 1)
+    check_int("relative_buckets", c["relative_buckets"], 0)
+    check_int("max_relative_distance", c["max_relative_distance"], 2)
+    if c["relative_buckets"] and c["relative_buckets"] >= c["max_relative_distance"]:
+        raise ValueError(
+            f"relative_buckets={c['relative_buckets']} must be below max_relative_distance="
+            f"{c['max_relative_distance']}: the buckets beyond the first half grow up to that distance."
+        )
     if c["global_attention_every"] > 1 and c["local_attention_window"] is None:
         raise ValueError(
             f"global_attention_every={c['global_attention_every']} makes the other layers local, but "
@@ -110,17 +118,6 @@ def _embed(layers, inputs):
     return layers["embeddings_dropout"](layers["embeddings_layer_norm"](x))
 
 
-def local_attention_mask(padding_mask, attention_mask, window):
-    """`attention_mask (batch, 1, seq, seq)` where query `i` and key `j` are
-    at most `window // 2` tokens apart (`padding_mask (batch, seq)` gives
-    the positions). A padding query farther than that from every real
-    token is left with no key: its attention averages every value, as
-    transformers' eager attention does (its SDPA gives zeros there)."""
-    index = ops.cumsum(ops.ones_like(padding_mask, dtype="int32"), axis=1)  # (batch, seq): 1, 2, ...
-    near = ops.abs(index[:, :, None] - index[:, None, :]) <= window // 2  # (batch, seq, seq)
-    return attention_mask & near[:, None, :, :]
-
-
 def _attention_kinds(config):
     """Per layer, "global" or "local": layer `i` attends globally when `i`
     is a multiple of `global_attention_every`, or when there is no local
@@ -137,12 +134,15 @@ def _transform(layers, config, x, padding_mask, positions=None):
     if layers["embeddings_projection"] is not None:
         x = layers["embeddings_projection"](x)  # (batch, seq, hidden)
     kinds = _attention_kinds(config)
-    masks = {"global": document_attention_mask(padding_mask)}  # (batch, 1, seq, seq)
-    if "local" in kinds:
-        masks["local"] = local_attention_mask(padding_mask, masks["global"], config["local_attention_window"])
-    rotary = {kind: None for kind in masks}
+    # Global layers: a (batch, 1, seq, seq) mask; local ones: the padding mask and their window.
+    attention = {"global": {"attention_mask": document_attention_mask(padding_mask)},  # layer 0 is global
+                 "local": {"local_window": config["local_attention_window"], "padding_mask": padding_mask}}
+    rotary = {kind: None for kind in attention}
     if layers["rotary_embeddings"] is not None:
-        rotary = {kind: layers["rotary_embeddings"][kind](padding_mask) for kind in masks}
+        rotary = {kind: layers["rotary_embeddings"][kind](padding_mask) for kind in set(kinds)}
+    relative = None
+    if layers["relative_positions"] is not None:
+        relative = layers["relative_positions"](padding_mask)  # (table, index)
     blocks = layers["transformer_blocks"]
     num_layers, num_inner_layers = config["num_layers"], config["num_inner_layers"]
     groups = config["num_layer_groups"] or num_layers
@@ -151,8 +151,8 @@ def _transform(layers, config, x, padding_mask, positions=None):
         for j in range(num_inner_layers):
             last = i == num_layers - 1 and j == num_inner_layers - 1
             x = blocks[group * num_inner_layers + j](
-                x, attention_mask=masks[kinds[i]], query_positions=positions if last else None,
-                rotary=rotary[kinds[i]],
+                x, query_positions=positions if last else None, rotary=rotary[kinds[i]], relative=relative,
+                **attention[kinds[i]],
             )
     if layers["final_layer_norm"] is not None:
         x = layers["final_layer_norm"](x)
@@ -175,6 +175,8 @@ class Encoder(keras.Model):
     - ELECTRA: an embedding projection when `embedding_dim != hidden_dim`, no
       pooler.
     - DistilBERT: no segments (`num_segments=0`), no pooler.
+    - DeBERTa-v3: `position_encoding="relative"` (256 buckets up to 512
+      tokens apart), no segments, no pooler, LayerNorm epsilon 1e-7.
     - ModernBERT: `normalization="pre"`, `feedforward="gated"`,
       `use_bias=False`, `position_encoding="rotary"` with
       `rotary_theta=160000` on global layers and `local_rotary_theta=10000`
@@ -234,8 +236,10 @@ class Encoder(keras.Model):
         use_bias: whether the blocks' dense layers and every LayerNorm have
             biases.
         position_encoding: "learned" (a table of `max_sequence_length`
-            rows) or "rotary" (RoPE: queries and keys turned by their
-            positions; no table).
+            rows added to the embeddings), "rotary" (RoPE: queries and keys
+            turned by their positions) or "relative" (DeBERTa: a table of
+            relative positions that every layer's disentangled attention
+            reads; see `kerasbert.layers.SelfAttention`).
         rotary_theta: RoPE's base on global-attention layers.
         local_rotary_theta: RoPE's base on local-attention layers; `None`
             means `rotary_theta`.
@@ -245,6 +249,12 @@ class Encoder(keras.Model):
         global_attention_every: layer `i` attends globally when `i` is a
             multiple of it, locally otherwise (needs
             `local_attention_window`).
+        relative_buckets: with "relative" positions, the buckets per
+            direction (distances from half of it on share log-sized
+            buckets); 0 for one row per distance.
+        max_relative_distance: with "relative" positions, the distance the
+            buckets reach (or, without buckets, the longest distance told
+            apart).
         dtype: a dtype or `keras.DTypePolicy` such as "mixed_bfloat16".
 
     Examples:
@@ -303,6 +313,8 @@ class Encoder(keras.Model):
         local_rotary_theta=None,
         local_attention_window=None,
         global_attention_every=1,
+        relative_buckets=256,
+        max_relative_distance=512,
         dtype=None,
         **kwargs,
     ):
@@ -332,6 +344,8 @@ class Encoder(keras.Model):
             "local_rotary_theta": local_rotary_theta,
             "local_attention_window": local_attention_window,
             "global_attention_every": global_attention_every,
+            "relative_buckets": relative_buckets,
+            "max_relative_distance": max_relative_distance,
         }
         _validate_config(config)
         check_shardable(config)
@@ -389,6 +403,12 @@ class Encoder(keras.Model):
             )
             for i in range(groups * num_inner_layers)
         ]
+        relative_positions = None
+        if position_encoding == "relative":
+            relative_positions = RelativePositions(
+                hidden_dim, relative_buckets, max_relative_distance, layer_norm_epsilon=layer_norm_epsilon,
+                embeddings_initializer=clone_initializer(init), dtype=dtype, name="relative_positions",
+            )
         rotary_embeddings = None  # by kind of attention layer: their angles
         if position_encoding == "rotary":
             thetas = {"global": rotary_theta, "local": local_rotary_theta or rotary_theta}
@@ -423,6 +443,7 @@ class Encoder(keras.Model):
             "embeddings_projection": embeddings_projection,
             "transformer_blocks": transformer_blocks,
             "rotary_embeddings": rotary_embeddings,
+            "relative_positions": relative_positions,
             "final_layer_norm": final_layer_norm,
         }
         x = _embed(layers, inputs)  # (batch, seq, width)
@@ -445,6 +466,7 @@ class Encoder(keras.Model):
         self.embeddings_projection = embeddings_projection
         self.transformer_blocks = transformer_blocks
         self.rotary_embeddings = rotary_embeddings
+        self.relative_positions = relative_positions
         self.final_layer_norm = final_layer_norm
         self.pooler_dense = pooler_dense
         for key, value in config.items():
@@ -515,6 +537,7 @@ class Encoder(keras.Model):
             "embeddings_projection": self.embeddings_projection,
             "transformer_blocks": self.transformer_blocks,
             "rotary_embeddings": self.rotary_embeddings,
+            "relative_positions": self.relative_positions,
             "final_layer_norm": self.final_layer_norm,
         }
 

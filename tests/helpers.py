@@ -225,11 +225,13 @@ def assert_same_as_reference(tokenizer, hf, texts, batch=4096):
             )
 
 
-# The tokenizers are one TensorFlow graph whatever the Keras backend: their
-# corpus-wide parity and file checks run once, in the tensorflow pass of the
-# suite; the other passes run the checks that touch Keras.
+# What does not depend on the Keras backend runs once, in the tensorflow pass
+# of the suite: the tokenizers (one TensorFlow graph whatever the backend),
+# their corpus-wide parity and file checks, and checks of conversions and
+# preset files that run in NumPy and transformers alone. The other passes
+# run the checks that touch Keras.
 tensorflow_pass_only = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="same TensorFlow graph on every backend; checked once"
+    keras.backend.backend() != "tensorflow", reason="the same on every backend; checked once, in the tensorflow pass"
 )
 
 

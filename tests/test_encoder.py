@@ -16,6 +16,8 @@ FAMILIES = {
     "roberta": dict(num_segments=1, position_offset=2, layer_norm_epsilon=1e-5, pooler=False),
     "electra": dict(embedding_dim=6, pooler=False),
     "distilbert": dict(num_segments=0, pooler=False),
+    "deberta": dict(num_segments=0, pooler=False, position_encoding="relative", relative_buckets=4,
+                    max_relative_distance=8, layer_norm_epsilon=1e-7),
     "modernbert": dict(num_segments=0, pooler=False, normalization="pre", feedforward="gated", use_bias=False,
                        position_encoding="rotary", rotary_theta=160000.0, local_rotary_theta=10000.0,
                        num_layers=3, local_attention_window=4, global_attention_every=2),

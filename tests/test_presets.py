@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from helpers import encoder_inputs, minilm_directory, run, tiny_encoder
+from helpers import encoder_inputs, minilm_directory, run, tensorflow_pass_only, tiny_encoder
 
 import kerasbert
 from kerasbert import presets
@@ -24,6 +24,7 @@ REQUIRED = [
     "electra_small_generator_en", "roberta_base_en", "roberta_large_en",
     "distil_bert_base_en_uncased", "distil_bert_base_multi_cased",
     "xlm_roberta_base_multi", "xlm_roberta_large_multi",
+    "deberta_v3_xsmall_en", "deberta_v3_small_en", "deberta_v3_base_en", "deberta_v3_large_en", "deberta_v3_base_multi",
 ]
 
 
@@ -32,6 +33,7 @@ def test_every_required_preset_is_listed():
     assert kerasbert.list_presets() == sorted(kerasbert.list_presets())
 
 
+@tensorflow_pass_only  # JSON files and transformers' counts
 @pytest.mark.parametrize("name", REQUIRED)
 def test_preset_files_are_complete_and_counted_by_transformers(name):
     spec = kerasbert.get_preset(name)
@@ -58,8 +60,10 @@ def test_preset_files_are_complete_and_counted_by_transformers(name):
     assert spec["metadata"]["parameter_count"] == sum(p.numel() for p in model.parameters())
 
 
+@tensorflow_pass_only  # the same variables on every backend; TensorFlow builds them fastest
 @pytest.mark.parametrize(
-    "name", ["bert_tiny_en_uncased", "albert_base_en_v2", "electra_small_discriminator_en", "roberta_base_en"]
+    "name", ["bert_tiny_en_uncased", "albert_base_en_v2", "electra_small_discriminator_en", "roberta_base_en",
+             "distil_bert_base_en_uncased", "deberta_v3_xsmall_en"]
 )
 def test_architecture_without_weights(name):
     encoder = kerasbert.from_preset(name, load_weights=False)

@@ -36,6 +36,9 @@ ALBERT = dict(COMMON, embedding_size=24, num_hidden_groups=1, classifier_dropout
 ROBERTA = dict(COMMON, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1, max_position_embeddings=42)
 DISTILBERT = dict(vocab_size=101, dim=32, n_layers=2, n_heads=2, hidden_dim=37, max_position_embeddings=40,
                   dropout=0.0, attention_dropout=0.0, activation="gelu_new")
+DEBERTA = dict(COMMON, type_vocab_size=0, layer_norm_eps=1e-7, relative_attention=True, position_buckets=8,
+               max_relative_positions=16, pos_att_type=["p2c", "c2p"], position_biased_input=False,
+               share_att_key=True, norm_rel_ebd="layer_norm")
 ELECTRA = dict(COMMON, embedding_size=24)
 ELECTRA_GENERATOR = dict(ELECTRA, hidden_size=16, intermediate_size=20)
 LENGTHS = (11, 6, 3)
@@ -64,6 +67,11 @@ MASKED_LMS = {
     "roberta": (transformers.RobertaForMaskedLM, transformers.RobertaConfig(**ROBERTA)),
     "xlm-roberta": (transformers.XLMRobertaForMaskedLM, transformers.XLMRobertaConfig(**ROBERTA)),
     "distilbert": (transformers.DistilBertForMaskedLM, transformers.DistilBertConfig(**DISTILBERT)),
+    "deberta-v2": (transformers.DebertaV2ForMaskedLM, transformers.DebertaV2Config(**DEBERTA)),
+    "modernbert": (transformers.ModernBertForMaskedLM, transformers.ModernBertConfig(
+        vocab_size=101, hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=37,
+        max_position_embeddings=40, local_attention=4, global_attn_every_n_layers=2, pad_token_id=0,
+        bos_token_id=2, eos_token_id=3, cls_token_id=2, sep_token_id=3)),
 }
 
 

@@ -36,7 +36,7 @@ COMMANDS = (presets, pretrain, finetune, export, convert, evaluate, predict, emb
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="kerasbert",
-        description="The BERT family (BERT, ALBERT, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT, ModernBERT) on Keras 3.",
+        description="The BERT family (BERT, ALBERT, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT, DeBERTa-v3, ModernBERT) on Keras 3.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,15 +1,16 @@
 """Hugging Face `config.json` <-> kerasbert `Encoder` arguments, for the
 families `MODEL_TYPES`."""
 
-MODEL_TYPES = ("bert", "albert", "roberta", "xlm-roberta", "electra", "distilbert", "modernbert")
+MODEL_TYPES = ("bert", "albert", "roberta", "xlm-roberta", "electra", "distilbert", "deberta-v2", "modernbert")
 
 # transformers' class names (`{prefix}Model`, `{prefix}ForMaskedLM`, ...).
 CLASS_PREFIX = {"bert": "Bert", "albert": "Albert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",
-                "electra": "Electra", "distilbert": "DistilBert", "modernbert": "ModernBert"}
+                "electra": "Electra", "distilbert": "DistilBert", "deberta-v2": "DebertaV2",
+                "modernbert": "ModernBert"}
 
 # The encoder's attribute in transformers' task models: the prefix of its
 # tensors in their checkpoints ("roberta.encoder.layer.0...").
-CHECKPOINT_PREFIX = {"xlm-roberta": "roberta", "modernbert": "model"}
+CHECKPOINT_PREFIX = {"xlm-roberta": "roberta", "deberta-v2": "deberta", "modernbert": "model"}
 
 # The pooler's tensor prefix by family (ELECTRA and DistilBERT have none).
 POOLER_NAMES = {"albert": "pooler", "bert": "pooler.dense", "roberta": "pooler.dense", "xlm-roberta": "pooler.dense"}
@@ -62,6 +63,8 @@ def encoder_config_from_huggingface(hf_config, weight_names=None):
         hf_config = _from_distilbert_keys(hf_config)
     if model_type == "modernbert":
         return _from_modernbert(hf_config)
+    if model_type == "deberta-v2":
+        hf_config = _from_deberta_keys(hf_config)
     position_type = hf_config.get("position_embedding_type", "absolute")
     if position_type != "absolute":
         raise ValueError(
@@ -93,6 +96,7 @@ def encoder_config_from_huggingface(hf_config, weight_names=None):
     pooler = model_type in POOLER_NAMES
     if pooler and weight_names is not None:
         pooler = f"{POOLER_NAMES[model_type]}.weight" in weight_names
+    relative = hf_config.get("relative_attention", False)
     config = {
         "vocabulary_size": get("vocab_size"),
         "num_layers": get("num_hidden_layers"),
@@ -112,6 +116,9 @@ def encoder_config_from_huggingface(hf_config, weight_names=None):
         "pooler": pooler,
         "initializer_range": get("initializer_range", 0.02),
     }
+    if relative:
+        config.update(position_encoding="relative", relative_buckets=hf_config["position_buckets"],
+                      max_relative_distance=hf_config["max_relative_positions"])
     if model_type == "albert":
         config["num_layer_groups"] = get("num_hidden_groups", 1)
         config["num_inner_layers"] = get("inner_group_num", 1)
@@ -238,6 +245,48 @@ def _to_modernbert(encoder):
     }
 
 
+# DeBERTa-v2/v3 values kerasbert's encoder has (DeBERTa-v3's), and what
+# each must be.
+_DEBERTA_VALUES = {"relative_attention": True, "position_biased_input": False, "share_att_key": True,
+                   "norm_rel_ebd": "layer_norm", "conv_kernel_size": 0}
+
+
+def _from_deberta_keys(hf_config):
+    """A DeBERTa-v2 config.json with its relative positions spelled out:
+    `max_relative_positions` -1 means `max_position_embeddings`."""
+    values = {"position_biased_input": True, "share_att_key": False, "norm_rel_ebd": "none",
+              "conv_kernel_size": 0, "relative_attention": False}
+    values = {k: hf_config.get(k, default) for k, default in values.items()}
+    attention_types = sorted(hf_config.get("pos_att_type") or [])
+    wrong = {k: v for k, v in values.items() if v != _DEBERTA_VALUES[k]}
+    if wrong or attention_types != ["c2p", "p2c"]:
+        raise ValueError(
+            f"config.json has {wrong or {'pos_att_type': hf_config.get('pos_att_type')}}; kerasbert converts "
+            f"DeBERTa-v2 checkpoints with DeBERTa-v3's attention: {_DEBERTA_VALUES} and pos_att_type "
+            "['p2c', 'c2p']."
+        )
+    if hf_config.get("embedding_size", hf_config["hidden_size"]) != hf_config["hidden_size"]:
+        raise ValueError(
+            f"config.json has embedding_size={hf_config['embedding_size']} and hidden_size="
+            f"{hf_config['hidden_size']}; kerasbert converts DeBERTa-v2 checkpoints whose embeddings are "
+            "as wide as the model."
+        )
+    distance = hf_config.get("max_relative_positions", -1)
+    if distance < 1:
+        distance = hf_config.get("max_position_embeddings", 512)
+    return {**hf_config, "max_relative_positions": distance, "position_buckets": max(hf_config.get(
+        "position_buckets", -1), 0)}
+
+
+def _to_deberta(encoder, config):
+    """The DeBERTa-v2 entries of a config.json."""
+    config = {**config, **_DEBERTA_VALUES, "pos_att_type": ["p2c", "c2p"],
+              "position_buckets": encoder.relative_buckets or -1, "max_relative_positions": encoder.max_relative_distance,
+              "type_vocab_size": encoder.num_segments, "pooler_hidden_act": "gelu", "pooler_dropout": 0}
+    config.pop("position_embedding_type")
+    return config
+
+
 def _from_distilbert_keys(hf_config):
     """A DistilBERT config.json under the names the other families use."""
     if hf_config.get("sinusoidal_pos_embds"):
@@ -261,6 +310,8 @@ def infer_model_type(encoder):
     """The Hugging Face family that represents `encoder` exactly."""
     if encoder.normalization == "pre" or encoder.position_encoding == "rotary":
         return "modernbert"
+    if encoder.position_encoding == "relative":
+        return "deberta-v2"
     if encoder.num_layer_groups is not None or encoder.num_inner_layers != 1:
         return "albert"
     if encoder.position_offset > 0:
@@ -305,6 +356,8 @@ def huggingface_config(encoder, model_type=None):
         config["inner_group_num"] = encoder.num_inner_layers
     if model_type == "distilbert":
         config = _to_distilbert_keys(config)
+    if model_type == "deberta-v2":
+        config = _to_deberta(encoder, config)
     return config
 
 
@@ -319,10 +372,12 @@ def _check_representable(encoder, model_type):
         if encoder.num_segments:
             problems.append("modernbert has no token types (num_segments must be 0)")
     else:
-        classic = {"normalization": "post", "feedforward": "plain", "position_encoding": "learned",
-                   "use_bias": True, "local_attention_window": None}
+        classic = {"normalization": "post", "feedforward": "plain", "use_bias": True, "local_attention_window": None}
         problems += [f"{k}={getattr(encoder, k)!r} (only modernbert has it)" for k, v in classic.items()
                      if getattr(encoder, k) != v]
+        position = "relative" if model_type == "deberta-v2" else "learned"
+        if encoder.position_encoding != position:
+            problems.append(f"{model_type} has position_encoding={position!r}, not {encoder.position_encoding!r}")
     shared = encoder.num_layer_groups is not None or encoder.num_inner_layers != 1
     if shared and model_type != "albert":
         problems.append("cross-layer sharing (num_layer_groups) exists only in albert")

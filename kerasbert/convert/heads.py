@@ -20,6 +20,8 @@ _MLM_HEAD_NAMES = {
     "roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias"),
     "xlm-roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias"),
     "distilbert": ("vocab_transform", "vocab_layer_norm", "vocab_projector.bias"),
+    "deberta-v2": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.bias"),
+    "modernbert": ("head.dense", "head.norm", "decoder.bias"),
     "electra": ("generator_predictions.dense", "generator_predictions.LayerNorm", "generator_lm_head.bias"),
 }
 
@@ -88,8 +90,9 @@ def task_head(model):
 
 # The activation of the sequence classifier's own dense layer, by family,
 # and the names of that layer and of the output layer.
-CLASSIFIER_ACTIVATIONS = {"roberta": "tanh", "xlm-roberta": "tanh", "electra": "gelu", "distilbert": "relu"}
-_CLASSIFIER_NAMES = {"distilbert": ("pre_classifier", "classifier")}
+CLASSIFIER_ACTIVATIONS = {"roberta": "tanh", "xlm-roberta": "tanh", "electra": "gelu", "distilbert": "relu",
+                          "deberta-v2": "gelu"}
+_CLASSIFIER_NAMES = {"distilbert": ("pre_classifier", "classifier"), "deberta-v2": ("pooler.dense", "classifier")}
 
 
 def fine_tuning_head_links(task, model_type):

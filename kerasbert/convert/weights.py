@@ -6,6 +6,7 @@ only in tensor names:
 - bert, roberta, xlm-roberta, electra: `encoder.layer.{i}.attention.self.query` ...
 - albert: `encoder.albert_layer_groups.{g}.albert_layers.{j}.attention.query` ...
 - distilbert: `transformer.layer.{i}.attention.q_lin` ...
+- deberta-v2: `encoder.layer.{i}.attention.self.query_proj` ..., `encoder.rel_embeddings`
 - modernbert: `layers.{i}.attn.Wqkv` (fused), `embeddings.tok_embeddings`, `final_norm`
 
 Also reading a checkpoint's tensors (safetensors, sharded or not, or a
@@ -93,6 +94,11 @@ _BLOCK_PARTS = {
         "attention_output": "attention.out_lin", "attention_layer_norm": "sa_layer_norm",
         "intermediate": "ffn.lin1", "output": "ffn.lin2", "output_layer_norm": "output_layer_norm",
     },
+    "deberta-v2": {
+        "qkv": ("attention.self.query_proj", "attention.self.key_proj", "attention.self.value_proj"),
+        "attention_output": "attention.output.dense", "attention_layer_norm": "attention.output.LayerNorm",
+        "intermediate": "intermediate.dense", "output": "output.dense", "output_layer_norm": "output.LayerNorm",
+    },
     "modernbert": {
         "qkv": ("attn.Wqkv",), "attention_output": "attn.Wo", "attention_layer_norm": "attn_norm",
         "intermediate": "mlp.Wi", "output": "mlp.Wo", "output_layer_norm": "mlp_norm",
@@ -145,6 +151,9 @@ def weight_links(encoder, model_type):
         links += dense_links(block.intermediate_dense, names["intermediate"])
         links += dense_links(block.output_dense, names["output"])
         links += layer_norm_links(block.output_layer_norm, names["output_layer_norm"])
+    if encoder.relative_positions is not None:
+        links.append(WeightLink(encoder.relative_positions.embeddings, ["encoder.rel_embeddings.weight"]))
+        links += layer_norm_links(encoder.relative_positions.layer_norm, "encoder.LayerNorm")
     if encoder.final_layer_norm is not None:
         links += layer_norm_links(encoder.final_layer_norm, "final_norm")
     if encoder.pooler_dense is not None:

@@ -30,7 +30,7 @@ def _encoder_tensors(encoder, model_type):
         # ALBERT always projects; an identity projection is exact.
         tensors["encoder.embedding_hidden_mapping_in.weight"] = np.eye(encoder.hidden_dim, dtype=np.float32)
         tensors["encoder.embedding_hidden_mapping_in.bias"] = np.zeros(encoder.hidden_dim, np.float32)
-    if encoder.segment_embedding is None and model_type not in ("distilbert", "modernbert"):
+    if encoder.segment_embedding is None and model_type not in ("distilbert", "deberta-v2", "modernbert"):
         # transformers' other models have a token-type table; a zero row adds nothing.
         tensors["embeddings.token_type_embeddings.weight"] = np.zeros(
             (1, encoder.token_embedding.output_dim), np.float32
@@ -86,8 +86,8 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
     (`task.family`), an encoder as the family its configuration implies
     (`model_type` overrides both). A classifier head that is not the
     family's (BERT/ALBERT: the pooler and one dense layer; RoBERTa,
-    XLM-RoBERTa, ELECTRA, DistilBERT: a dense layer with tanh, tanh, GELU,
-    ReLU, then the output layer) is refused.
+    XLM-RoBERTa, ELECTRA, DistilBERT, DeBERTa-v2: a dense layer with tanh,
+    tanh, GELU, ReLU, GELU, then the output layer) is refused.
 
     Task checkpoints load with `transformers.AutoModelForPreTraining` /
     `AutoModelForMaskedLM` and give the task's logits. The tied decoder

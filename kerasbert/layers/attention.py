@@ -6,6 +6,7 @@ from keras import ops
 from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.initializers import clone_initializer
+from kerasbert.layers.local_attention import local_attention
 from kerasbert.layers.rotary import rotate
 from kerasbert.layers.sublayer import call_sublayer
 from kerasbert.utils.hardware import xla_on_cpu
@@ -15,6 +16,26 @@ def gather_rows(x, positions):
     """`x (batch, seq, width)` at `positions (batch, n)`, any integer
     dtype: `(batch, n, width)`."""
     return ops.take_along_axis(x, ops.cast(positions, "int32")[:, :, None], axis=1)
+
+
+def disentangled_bias(query, key, positions, position_keys, index):
+    """DeBERTa's content-to-position and position-to-content logits, float32
+    `(batch, heads, queries, seq)`: `query (batch, queries, heads, head_dim)`
+    times the position keys at `index[i, j]`, plus `key (batch, seq, heads,
+    head_dim)` times the position queries at the same rows. `positions` and
+    `position_keys` are the relative table through the query and key
+    projections, `(2 * span, heads, head_dim)`; `index` is `(queries, seq)`
+    or `(batch, queries, seq)` rows of the table."""
+    batch, queries, heads = ops.shape(query)[0], ops.shape(query)[1], ops.shape(query)[2]
+    seq = ops.shape(key)[1]
+    index = ops.broadcast_to(index, (batch, queries, seq))[:, None, :, :]  # (batch, 1, queries, seq)
+    index = ops.broadcast_to(index, (batch, heads, queries, seq))
+    # Every query (key) against every table row, then the row each pair reads.
+    content_to_position = ops.einsum("bqhd,rhd->bhqr", query, position_keys)  # (batch, heads, queries, 2 * span)
+    position_to_content = ops.einsum("bkhd,rhd->bhkr", key, positions)  # (batch, heads, seq, 2 * span)
+    c2p = ops.take_along_axis(content_to_position, index, axis=-1)  # (batch, heads, queries, seq)
+    p2c = ops.take_along_axis(position_to_content, ops.transpose(index, (0, 1, 3, 2)), axis=-1)  # (.., seq, queries)
+    return ops.cast(c2p, "float32") + ops.cast(ops.transpose(p2c, (0, 1, 3, 2)), "float32")
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
@@ -41,6 +62,20 @@ class SelfAttention(keras.layers.Layer):
     With `rotary=(cos, sin)`, each `(batch, seq, head_dim)` (see
     `kerasbert.layers.rotary`), queries and keys are turned by their
     positions' angles before they meet (RoPE).
+
+    With `relative=(table, index)` (see
+    `kerasbert.layers.relative.RelativePositions`) the attention is
+    DeBERTa's disentangled one: beside content to content, each query's
+    content meets the key's relative position (the table row `index[i, j]`
+    through the key projection) and each key's content meets the query's
+    (the same row through the query projection); the three sum, scaled by
+    `1 / sqrt(3 * head_dim)`.
+
+    With `local_window=w` the attention is a sliding window: a token
+    attends only to tokens at most `w // 2` positions away, in blocks whose
+    memory is linear in the sequence length (`local_attention`); keys are
+    masked by `padding_mask (batch, seq)` (document ids) rather than by a
+    `(seq, seq)` mask.
 
     With `query_positions` only those rows are queries: keys and values come
     from the whole sequence, the query projection, attention and output
@@ -110,11 +145,20 @@ class SelfAttention(keras.layers.Layer):
         self.output_dense.build((*input_shape[:-1], self.hidden_dim))
         self.built = True
 
-    def call(self, inputs, attention_mask=None, training=None, query_positions=None, rotary=None):
+    def call(self, inputs, attention_mask=None, training=None, query_positions=None, rotary=None, relative=None,
+             local_window=None, padding_mask=None):
         # inputs: (batch, seq, hidden); attention_mask: bool, broadcastable
         # to (batch, heads, seq, seq), True where a query may attend a key;
         # query_positions: None or (batch, queries) int; rotary: None or
-        # (cos, sin), each (batch, seq, head_dim).
+        # (cos, sin), each (batch, seq, head_dim); relative: None or
+        # (table (2 * span, hidden), index (seq, seq)); local_window: None
+        # or the window of sliding-window attention, which then masks keys
+        # by padding_mask (batch, seq) instead of attention_mask.
+        if local_window is not None and query_positions is not None:
+            # The window's blocks take every row as a query: the chosen rows come after.
+            context = self.call(inputs, training=training, rotary=rotary, relative=relative,
+                                local_window=local_window, padding_mask=padding_mask)
+            return gather_rows(context, query_positions)  # (batch, queries, hidden)
         rows = inputs
         query_rotary = rotary
         if query_positions is not None:
@@ -139,8 +183,20 @@ class SelfAttention(keras.layers.Layer):
             query, key = rotate(query, *query_rotary), rotate(key, *rotary)
         scale = 1.0 / float(self.head_dim) ** 0.5  # a constant, not ops on the head dimension
         dropout = bool(training) and self.dropout > 0
-        if dropout or xla_on_cpu():
-            context = self._attend(query, key, value, attention_mask, scale, dropout)
+        bias = None
+        if relative is not None:
+            scale = 1.0 / float(3 * self.head_dim) ** 0.5
+            table, index = relative
+            positions = self._project(table[None], kernels[0], biases[0], (1, ops.shape(table)[0]))[0]
+            position_keys = self._project(table[None], kernels[1], biases[1], (1, ops.shape(table)[0]))[0]
+            if query_positions is not None:
+                index = ops.take(index, ops.cast(query_positions, "int32"), axis=0)  # (batch, queries, seq)
+            bias = disentangled_bias(query, key, positions, position_keys, index)
+        if local_window is not None:
+            context = local_attention(query, key, value, padding_mask, local_window, scale,
+                                      self.probs_dropout if dropout else None)
+        elif dropout or xla_on_cpu() or bias is not None:
+            context = self._attend(query, key, value, attention_mask, scale, dropout, bias)
         else:
             context = ops.dot_product_attention(query, key, value, mask=attention_mask, scale=scale)
         context = ops.reshape(context, (batch, queries, self.hidden_dim))
@@ -159,18 +215,20 @@ class SelfAttention(keras.layers.Layer):
             projected = projected + bias
         return ops.reshape(projected, (*leading, self.num_heads, self.head_dim))
 
-    def _attend(self, query, key, value, attention_mask, scale, dropout):
+    def _attend(self, query, key, value, attention_mask, scale, dropout, bias=None):
         """Attention as two batched products in the heads-major layout, the
         probabilities dropped out when `dropout`: `query (batch, queries,
         heads, head_dim)`, `key` and `value (batch, seq, heads, head_dim)`
-        -> `(batch, queries, heads, head_dim)`."""
+        -> `(batch, queries, heads, head_dim)`. `bias (batch, heads,
+        queries, seq)`, float32, is added to the logits before scaling."""
         # The heads moved in front explicitly: XLA's CPU code for the same
         # products written as one einsum each (what `dot_product_attention`
         # lowers to on JAX) is slower (docs/performance_history.md).
         query = ops.transpose(query, (0, 2, 1, 3))  # (batch, heads, queries, head_dim)
         key = ops.transpose(key, (0, 2, 3, 1))  # (batch, heads, head_dim, seq)
         value = ops.transpose(value, (0, 2, 1, 3))  # (batch, heads, seq, head_dim)
-        logits = ops.cast(ops.matmul(query, key), "float32") * scale  # (batch, heads, queries, seq)
+        logits = ops.cast(ops.matmul(query, key), "float32")  # (batch, heads, queries, seq)
+        logits = (logits if bias is None else logits + bias) * scale
         if attention_mask is not None:
             logits = ops.where(attention_mask, logits, -1e9)
         probs = ops.cast(ops.softmax(logits, axis=-1), value.dtype)

@@ -32,6 +32,8 @@ class MaskedLMHead(keras.layers.Layer):
         activation: the transform's activation name (see `ACTIVATIONS`).
         layer_norm_epsilon: the transform's LayerNorm epsilon.
         kernel_initializer: initializer of the transform's kernel.
+        use_bias: whether the transform's dense layer and LayerNorm have
+            biases (ModernBERT's have none); the output bias is always there.
 
     Call arguments:
         sequence_output: `(batch, seq, hidden_dim)`.
@@ -56,22 +58,25 @@ class MaskedLMHead(keras.layers.Layer):
         activation="gelu",
         layer_norm_epsilon=1e-12,
         kernel_initializer="glorot_uniform",
+        use_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.token_embedding = token_embedding
+        self.use_bias = use_bias
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self._activation_fn = get_activation(activation)
         self.dense = Dense(
             token_embedding.output_dim,
+            use_bias=use_bias,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="dense",
         )
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
+            epsilon=layer_norm_epsilon, center=use_bias, dtype=self.dtype_policy, name="layer_norm"
         )
 
     def build(self, sequence_output_shape, mask_positions_shape=None):
@@ -103,5 +108,6 @@ class MaskedLMHead(keras.layers.Layer):
             activation=self.activation,
             layer_norm_epsilon=self.layer_norm_epsilon,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            use_bias=self.use_bias,
         )
         return config

@@ -37,7 +37,9 @@ class TransformerBlock(keras.layers.Layer):
     still a key and value of the attention, but the queries, the
     feed-forward network and the LayerNorms run on the chosen rows alone
     (see `SelfAttention`). `rotary=(cos, sin)` turns queries and keys
-    (RoPE; see `SelfAttention`).
+    (RoPE); `relative=(table, index)` makes the attention DeBERTa's
+    disentangled one; `local_window` with `padding_mask` a sliding window
+    (see `SelfAttention`).
 
     Args:
         num_heads: number of attention heads.
@@ -143,7 +145,8 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build(input_shape)
         self.built = True
 
-    def call(self, inputs, attention_mask=None, training=None, query_positions=None, rotary=None):
+    def call(self, inputs, attention_mask=None, training=None, query_positions=None, rotary=None, relative=None,
+             local_window=None, padding_mask=None):
         pre = self.normalization == "pre"
         normed = inputs
         if pre and self.attention_layer_norm is not None:
@@ -151,6 +154,7 @@ class TransformerBlock(keras.layers.Layer):
         attended = call_sublayer(
             self, self.attention, normed,
             attention_mask=attention_mask, training=training, query_positions=query_positions, rotary=rotary,
+            relative=relative, local_window=local_window, padding_mask=padding_mask,
         )  # (batch, queries, hidden); queries = seq without query_positions
         if query_positions is not None:
             inputs = gather_rows(inputs, query_positions)  # the residual at the query rows

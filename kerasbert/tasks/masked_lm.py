@@ -27,6 +27,7 @@ def masked_lm_graph(encoder):
         activation=encoder.activation,
         layer_norm_epsilon=encoder.layer_norm_epsilon,
         kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.initializer_range),
+        use_bias=encoder.use_bias,
         dtype=encoder.dtype_policy,
         name="mlm_head",
     )
