@@ -325,6 +325,13 @@ BPE_VOCAB = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4, "a": 5, "
     (lambda: BytePairTokenizer(BPE_VOCAB, ["a c"]), Raises(ValueError, "merges[0]='a c'", "'c'")),
     (lambda: BytePairTokenizer(BPE_VOCAB, [], trim_offsets="yes"), Raises(TypeError, "trim_offsets", "'yes'")),
     (lambda: BytePairTokenizer(BPE_VOCAB, [])(["ab"]), lambda ids: ids.to_list() == [[5, 6]] or pytest.fail(ids)),
+    (lambda: BytePairTokenizer(BPE_VOCAB, [], normalization="NFKC"), Raises(ValueError, "normalization='NFKC'", "NFC")),
+    (lambda: BytePairTokenizer(BPE_VOCAB, [], packing_style="xlnet"), Raises(ValueError, "packing_style", "bert")),
+    (lambda: BytePairTokenizer(BPE_VOCAB, [], added_tokens="ab"), Raises(TypeError, "added_tokens", "'ab'")),
+    (lambda: BytePairTokenizer(BPE_VOCAB, [], normalized_tokens=["  "]),
+     Raises(ValueError, "normalized_tokens[0]='  '", "not in the vocabulary")),
+    (lambda: BytePairTokenizer(BPE_VOCAB, [], normalized_tokens=["ab"])(["abab"]),
+     lambda ids: ids.to_list() == [[7, 7]] or pytest.fail(ids)),
 ])
 def test_tokenizer_constructors(build, expected):
     check(build, expected)

@@ -188,6 +188,143 @@ def test_trained_vocabulary_loads_in_both_libraries(tmp_path):
     assert kerasbert.Tokenizer.from_preset(str(tmp_path / "tok")).merges == tokenizer.merges
 
 
+# --- ModernBERT's layout: tokenizer.json with NFC, added tokens, [CLS] A [SEP] --------
+
+MODERN_TEXTS = [t.replace("<mask>", "[MASK]") for t in MASK_TEXTS] + [
+    "a  b", "a" + " " * 7 + "[MASK]", "x" + " " * 30 + "y", " " * 25, "def f():\n        return  x  ",
+    "mail |||EMAIL_ADDRESS||| or |||PHONE_NUMBER|||, ip |||IP_ADDRESS|||x", "<|padding|><|endoftext|>[unused0] [unused82]",
+    "[CLS] a [SEP] b [PAD] [UNK]", "|||IP_ADDRESS|||\u0301", "  \u0301", "[MASK]\u0301 [MASK]  \u0301",
+    "e\u0301 cafe\u0301 n\u0303 a\u0323\u0302 a\u0302\u0323 \u1100\u1161\u11a8 \u212b \u0958 A\u030a\u0301",
+    "\u0301\u0301a \u0345\u0314\u03b1\u0301 \u0b47\u0b3e \u0b47\u0301\u0b3e \u1100\u1161\u0301\u11a8",
+]
+
+
+@pytest.fixture(scope="module")
+def modern_dir(tmp_path_factory):
+    """A tokenizer.json laid out as ModernBERT's (answerdotai/ModernBERT-base):
+    byte-level BPE trained here on real text with `|||IP_ADDRESS|||` and
+    `<|padding|>` first, an NFC normaliser, GPT-2's pre-tokenizer, OLMo's
+    added tokens (runs of 24 to 2 spaces and the PII placeholders,
+    normalised; `<|endoftext|>`), then `[UNK] [CLS] [SEP] [PAD] [MASK]`
+    (lstrip) and 83 `[unused]` tokens, and a `[CLS] $A [SEP]` template."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    backend = Tokenizer(models.BPE())
+    backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=["|||IP_ADDRESS|||", "<|padding|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    backend.train_from_iterator([text for text, _ in rotten_tomatoes()[::3]] + kjv_lines()[:8000], trainer)
+    normalized = [" " * n for n in range(24, 1, -1)] + ["|||EMAIL_ADDRESS|||", "|||PHONE_NUMBER|||"]
+    backend.add_tokens([AddedToken(t, normalized=True, special=False) for t in normalized])
+    specials = ["<|endoftext|>", "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"] + [f"[unused{i}]" for i in range(83)]
+    backend.add_special_tokens([AddedToken(t, normalized=False, special=True, lstrip=t == "[MASK]") for t in specials])
+    ids = {t: backend.token_to_id(t) for t in ("[CLS]", "[SEP]")}
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1", special_tokens=list(ids.items())
+    )
+    directory = tmp_path_factory.mktemp("modernbert")
+    data = json.loads(backend.to_str())
+    for token in data["added_tokens"]:  # as in OLMo's file, a normalised, non-special token
+        if token["content"] == "|||IP_ADDRESS|||":
+            token.update(normalized=True, special=False)
+    (directory / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": True,
+              "cls_token": "[CLS]", "mask_token": "[MASK]", "pad_token": "[PAD]", "sep_token": "[SEP]",
+              "unk_token": "[UNK]", "model_input_names": ["input_ids", "attention_mask"], "model_max_length": 8192}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return str(directory)
+
+
+@pytest.fixture(scope="module")
+def modern(modern_dir):
+    return kerasbert.Tokenizer.from_preset(modern_dir), reference_tokenizer(
+        transformers.PreTrainedTokenizerFast, modern_dir
+    )
+
+
+@tensorflow_pass_only
+def test_modernbert_tokenizer_json_gives_its_settings(modern):
+    tokenizer, hf = modern
+    assert isinstance(tokenizer, BytePairTokenizer) and tokenizer.vocabulary_size() == len(hf) == 3114
+    assert (tokenizer.packing_style, tokenizer.normalization, tokenizer.trim_offsets) == ("bert", "NFC", False)
+    assert tokenizer.mask_token_lstrip and tokenizer.added_tokens[:2] == ["<|padding|>", "<|endoftext|>"]
+    assert tokenizer.normalized_tokens == ["|||IP_ADDRESS|||"] + [" " * n for n in range(24, 1, -1)] + [
+        "|||EMAIL_ADDRESS|||", "|||PHONE_NUMBER|||"]
+    assert tokenizer.special_token_ids == {
+        kind: getattr(hf, f"{kind}_token_id") for kind in ("cls", "sep", "pad", "mask", "unk")
+    } == {"cls": 3027, "sep": 3028, "pad": 3029, "mask": 3030, "unk": 3026}
+    clone = BytePairTokenizer.from_config(tokenizer.get_config())
+    assert clone.get_config() == tokenizer.get_config()
+
+
+@tensorflow_pass_only
+def test_modernbert_layout_matches_transformers(modern):
+    texts = [text for text, _ in rotten_tomatoes()] + kjv_lines()[::10] + AWKWARD + MODERN_TEXTS
+    assert_same_as_reference(*modern, texts)
+    assert_graph_unchecked(modern[0]._compiled_tokenize.get_concrete_function())
+
+
+@tensorflow_pass_only
+def test_modernbert_nfc_matches_transformers(modern):
+    """Every code point NFC decomposes, reorders or composes, after and
+    before marks, jamo, vowel signs and letters, and random runs of them."""
+    from kerasbert.tokenizers.nfc import _tables
+
+    t = _tables()
+    points = sorted({*t["decomposition_keys"].tolist(), *t["class_keys"].tolist(),
+                     *t["composition_first"].tolist(), *t["composition_second"].tolist()})
+    around = ["a", "\u0301", "\u0316", "\u1100", "\u1161", " ", "\u0b47", "e\u0323", "\u0345", ""]
+    texts = ["".join(around[j % len(around)] + chr(c) * (1 + j % 2) + around[(j // 3) % len(around)]
+                     for j, c in enumerate(points[i:i + 512], i)) for i in range(0, len(points), 512)]
+    rng = np.random.default_rng(0)
+    pool = ["a", "e", "o", "A", "\u0301", "\u0302", "\u0323", "\u0316", "\u0308", "\u0345", "\u0334",
+            "\u1100", "\u1161", "\u11a8", "\uac00", "\u0b47", "\u0b3e", "\u0b57", "\u3099", "\u304b", " "]
+    texts += ["".join(rng.choice(pool, 40)) for _ in range(300)]
+    assert_same_as_reference(*modern, texts)
+
+
+@tensorflow_pass_only
+def test_modernbert_pairs_and_truncation_match_transformers(modern):
+    tokenizer, hf = modern
+    reviews = [text for text, _ in rotten_tomatoes()[:80]] + MODERN_TEXTS[-6:]
+    first, second = reviews[:43], reviews[43:86]
+    packer = kerasbert.preprocessing.Packer.from_tokenizer(tokenizer, sequence_length=32)
+    for pair in [(first, second), (first,)]:
+        packed = packer(*(tokenizer(texts) for texts in pair))
+        expected = hf(*pair, truncation="longest_first", max_length=32, padding="max_length",
+                      return_token_type_ids=True, return_offsets_mapping=True)
+        assert np.asarray(packed["token_ids"]).tolist() == expected["input_ids"]
+        assert np.asarray(packed["segment_ids"]).tolist() == expected["token_type_ids"]
+        assert np.asarray(packed["padding_mask"]).tolist() == expected["attention_mask"]
+        # Offsets: each text's own, cut where the packer cut it.
+        spans = [tokenizer.tokenize_with_offsets(texts) for texts in pair]
+        segments, mask = np.asarray(packed["segment_ids"]), np.asarray(packed["padding_mask"])
+        for row in range(len(pair[0])):
+            # [CLS] A [SEP] in segment 0, B [SEP] in segment 1
+            kept = [int(np.sum((segments[row] == 0) & (mask[row] == 1))) - 2, int(np.sum(segments[row] == 1)) - 1]
+            offsets = [(0, 0)]
+            for (_, starts, ends), k in zip(spans, kept):
+                offsets += list(zip(starts[row].numpy().tolist(), ends[row].numpy().tolist()))[:k] + [(0, 0)]
+            assert offsets + [(0, 0)] * (32 - len(offsets)) == [tuple(o) for o in expected["offset_mapping"][row]]
+
+
+@tensorflow_pass_only
+def test_modernbert_written_files_load_in_both_libraries(modern, tmp_path):
+    tokenizer, hf = modern
+    tokenizer.save_to_preset(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["tokenizer.json", "tokenizer_config.json"]
+    loaded = kerasbert.Tokenizer.from_preset(str(tmp_path))
+    assert {**loaded.get_config(), "name": ""} == {**tokenizer.get_config(), "name": ""}
+    texts = AWKWARD + MODERN_TEXTS + [text for text, _ in rotten_tomatoes()[:500]]
+    for written in (transformers.PreTrainedTokenizerFast.from_pretrained(str(tmp_path)),
+                    transformers.AutoTokenizer.from_pretrained(str(tmp_path))):
+        assert_same_as_reference(loaded, written, texts)
+        assert written(texts[:50], texts[50:100])["input_ids"] == hf(texts[:50], texts[50:100])["input_ids"]
+        assert written.all_special_ids == hf.all_special_ids
+
+
 def test_special_token_ids_and_packing(pair):
     tokenizer, _ = pair
     assert tokenizer.special_token_ids == {"cls": 0, "sep": 2, "pad": 1, "mask": 4, "unk": 3}

@@ -25,6 +25,7 @@ REQUIRED = [
     "distil_bert_base_en_uncased", "distil_bert_base_multi_cased",
     "xlm_roberta_base_multi", "xlm_roberta_large_multi",
     "deberta_v3_xsmall_en", "deberta_v3_small_en", "deberta_v3_base_en", "deberta_v3_large_en", "deberta_v3_base_multi",
+    "modern_bert_base_en", "modern_bert_large_en",
 ]
 
 

@@ -1,5 +1,6 @@
 """The tokenizer base layer: input checks, batching, vocabulary look-ups."""
 
+import functools
 import numbers
 import os
 import re
@@ -229,12 +230,15 @@ class Tokenizer(PreprocessingLayer):
 
     # -- Special tokens written in the text ----------------------------------
 
-    def _set_special_tokens_in_text(self, tokens, lstrip=(), rstrip=()):
+    def _set_special_tokens_in_text(self, tokens, lstrip=(), rstrip=(), later=()):
         """Special tokens found in the raw text ("[MASK]") become their ids,
         matched before normalisation, as transformers' added tokens are.
         Tokens in `lstrip` / `rstrip` also swallow the whitespace on their
-        left / right (RoBERTa's and ALBERT's mask token)."""
-        tokens = sorted(set(tokens), key=len, reverse=True)
+        left / right (RoBERTa's and ALBERT's mask token). Tokens in `later`
+        match only where none of the others does, as transformers'
+        normalised added tokens, matched after its special ones."""
+        by_length = functools.partial(sorted, key=len, reverse=True)
+        tokens = by_length(set(tokens)) + by_length(set(later) - set(tokens))
         self._special_pattern = None
         if not tokens:
             return
@@ -262,9 +266,10 @@ class Tokenizer(PreprocessingLayer):
         segments, offset, special_end = split_keeping(texts, self._special_pattern)
         offset, special_end = tf.cast(offset, tf.int32), tf.cast(special_end, tf.int32)
         flat = segments.flat_values
-        # A stripped special token: the token without its whitespace.
-        token = tf.strings.regex_replace(flat, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
-        special_id = self._special_table.lookup(token)  # -1: ordinary text
+        # A token as matched (a token of spaces too), or stripped of the whitespace it swallowed.
+        stripped = tf.strings.regex_replace(flat, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
+        special_id = self._special_table.lookup(flat)
+        special_id = tf.where(special_id >= 0, special_id, self._special_table.lookup(stripped))  # -1: ordinary text
         is_special = special_id >= 0
         ids, starts, ends = self._tokenize_text(tf.where(is_special, "", flat))  # (segments, None)
         starts, ends = add_to_rows(starts, offset), add_to_rows(ends, offset)

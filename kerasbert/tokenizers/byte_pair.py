@@ -11,8 +11,9 @@ import numpy as np
 
 from kerasbert.tokenizers.base import Tokenizer, regex_split_with_offsets, utf8_length
 from kerasbert.tokenizers.files import write_byte_pair_files
+from kerasbert.tokenizers.nfc import NFC
 from kerasbert.tokenizers.unicode import _range_classes
-from kerasbert.utils.checks import abbreviated, check_bool, check_file, is_int
+from kerasbert.utils.checks import abbreviated, check_bool, check_choice, check_file, check_string, is_int
 from kerasbert.utils.optional import tf
 from kerasbert.utils.ragged import concat_rows, row_ids, row_positions
 
@@ -118,7 +119,28 @@ class BytePairTokenizer(Tokenizer):
             "<mask>") become their ids, as in transformers; `False`
             tokenizes them as ordinary text.
         mask_token_lstrip: the mask token written in text swallows the
-            whitespace on its left (RoBERTa's setting).
+            whitespace on its left (RoBERTa's and ModernBERT's setting).
+        added_tokens: other tokens of the vocabulary matched whole in the
+            text before anything else is done to it, as transformers' special
+            added tokens are (ModernBERT's `<|padding|>`, `[unused0]`, ...).
+        normalized_tokens: tokens of the vocabulary matched whole in the
+            text where no special or added token is, as transformers'
+            normalised added tokens (ModernBERT's runs of 2 to 24 spaces and
+            `|||EMAIL_ADDRESS|||`). transformers matches them after
+            normalising the text: the same where normalisation leaves them
+            and their neighbours alone, as NFC does with spaces and ASCII
+            punctuation.
+        normalization: None, or "NFC" to compose the text to Unicode NFC
+            first (the GPT-NeoX, OLMo and ModernBERT files), offsets still
+            pointing into the text as given.
+        packing_style: the template of the special tokens, "roberta" (`<s> A
+            </s></s> B </s>`) or "bert" (`[CLS] A [SEP] B [SEP]`, ModernBERT).
+
+    `Tokenizer.from_preset` reads these from a `tokenizer.json` (ModernBERT:
+    its NFC normaliser, added tokens, `[MASK]` lstrip, and its
+    `TemplateProcessing` post-processor as `packing_style="bert"` with
+    `trim_offsets=False`, since only a ByteLevel or RoBERTa post-processor
+    trims offsets) or from `vocab.json` + `merges.txt` (RoBERTa, GPT-2).
 
     Examples:
     >>> vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4,
@@ -129,8 +151,6 @@ class BytePairTokenizer(Tokenizer):
     >>> tokenizer.detokenize([8, 9])
     'ab ab'
     """
-
-    packing_style = "roberta"  # <s> A </s></s> B </s>
 
     def __init__(
         self,
@@ -145,6 +165,10 @@ class BytePairTokenizer(Tokenizer):
         trim_offsets=True,
         special_tokens_in_text=True,
         mask_token_lstrip=True,
+        added_tokens=(),
+        normalized_tokens=(),
+        normalization=None,
+        packing_style="roberta",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -155,12 +179,26 @@ class BytePairTokenizer(Tokenizer):
         self.trim_offsets = check_bool("trim_offsets", trim_offsets)
         self.special_tokens_in_text = check_bool("special_tokens_in_text", special_tokens_in_text)
         self.mask_token_lstrip = check_bool("mask_token_lstrip", mask_token_lstrip)
+        self.added_tokens = self._tokens_of_vocabulary("added_tokens", added_tokens)
+        self.normalized_tokens = self._tokens_of_vocabulary("normalized_tokens", normalized_tokens)
+        self.normalization = check_choice("normalization", normalization, (None, "NFC"))
+        self.packing_style = check_choice("packing_style", packing_style, ("roberta", "bert"))
         self._set_special_tokens(cls_token, sep_token, pad_token, mask_token, unknown_token)
         self._set_special_tokens_in_text(
-            self.special_tokens.values() if special_tokens_in_text else (),
+            [*self.special_tokens.values(), *self.added_tokens] if special_tokens_in_text else (),
             lstrip={mask_token} if self.mask_token_lstrip else (),
+            later=self.normalized_tokens if special_tokens_in_text else (),
         )
+        self._nfc = NFC() if normalization == "NFC" else None
         self._build_tables()
+
+    def _tokens_of_vocabulary(self, name, tokens):
+        if isinstance(tokens, str) or not isinstance(tokens, (list, tuple)):
+            raise TypeError(f"{name} must be a list of tokens of the vocabulary; got {abbreviated(tokens)}.")
+        for i, token in enumerate(tokens):
+            if check_string(f"{name}[{i}]", token) not in self._token_to_id:
+                raise ValueError(f"{name}[{i}]={abbreviated(token, 40)} is not in the vocabulary.")
+        return list(tokens)
 
     def _build_tables(self):
         vocab_size = len(self.vocabulary)
@@ -272,21 +310,30 @@ class BytePairTokenizer(Tokenizer):
 
     def _tokenize_text(self, texts):
         chars = tf.strings.unicode_decode(texts, "UTF-8")  # (batch, chars), valid UTF-8 here
-        if self.add_prefix_space:
-            first = chars[:, :1].to_tensor(default_value=0x20)[:, 0]
-            needs_space = tf.cast(first != 0x20, tf.int64)  # "" stays ""
-            space = tf.RaggedTensor.from_row_lengths(
-                tf.fill([tf.reduce_sum(needs_space)], 0x20), needs_space, validate=False
-            )
-            chars = concat_rows(space, chars)
+        # The span of input characters each character is aligned with.
+        if self._nfc is None:
+            origin_start = row_positions(chars)
+            origin_end = origin_start + 1
         else:
-            needs_space = tf.zeros_like(chars.row_lengths())
+            chars, origin_start, origin_end = self._nfc(chars)
+        if self.add_prefix_space:
+            first = chars[:, :1].to_tensor(default_value=0x20, shape=[None, 1])[:, 0]
+            needs_space = tf.cast(first != 0x20, tf.int64)  # "" stays ""
+
+            def prefixed(rows, head):
+                added = tf.boolean_mask(head, needs_space > 0)
+                return concat_rows(tf.RaggedTensor.from_row_lengths(added, needs_space, validate=False), rows)
+
+            def first_of(values):
+                return chars.with_flat_values(values)[:, :1].to_tensor(shape=[None, 1])[:, 0]
+
+            # An added space is aligned with the first character, as in the reference.
+            origin_start = prefixed(chars.with_flat_values(origin_start), first_of(origin_start)).flat_values
+            origin_end = prefixed(chars.with_flat_values(origin_end), first_of(origin_end)).flat_values
+            chars = prefixed(chars, tf.ones_like(first) * 0x20)
         cps = chars.flat_values
         char_row = row_ids(chars)
         position = tf.range(tf.size(cps, tf.int64)) - tf.gather(chars.row_starts(), char_row)
-        # The input character each character comes from (an added space: the
-        # first character, as in the reference).
-        origin = tf.maximum(position - tf.gather(needs_space, char_row), 0)  # (chars,)
 
         # 1. Pre-tokenisation on the one-ASCII-character-per-class copy.
         cls = tf.gather(self._classes, tf.searchsorted(self._class_edges, cps, side="right") - 1)
@@ -334,7 +381,7 @@ class BytePairTokenizer(Tokenizer):
         last_byte = tf.gather(token_end, piece_word).flat_values - 1 + tf.gather(piece_byte_start, token_piece)
         first_char = tf.searchsorted(byte_start, first_byte, side="right") - 1
         last_char = tf.searchsorted(byte_start, last_byte, side="right") - 1
-        starts, ends = tf.gather(origin, first_char), tf.gather(origin, last_char) + 1
+        starts, ends = tf.gather(origin_start, first_char), tf.gather(origin_end, last_char)
         ids = ids.flat_values
 
         token_row = tf.gather(piece_row, token_piece)
@@ -462,7 +509,7 @@ class BytePairTokenizer(Tokenizer):
     def continuation_ids(self):
         """Ids of the tokens that do not start a word (no leading "Ġ", the
         space), for whole-word masking as in fairseq's RoBERTa."""
-        special = set(self.special_tokens.values())
+        special = {*self.special_tokens.values(), *self.added_tokens, *self.normalized_tokens}
         return [i for i, t in enumerate(self.vocabulary) if not t.startswith("\u0120") and t not in special]
 
     def save_to_preset(self, preset_dir):
@@ -478,6 +525,10 @@ class BytePairTokenizer(Tokenizer):
             trim_offsets=self.trim_offsets,
             special_tokens_in_text=self.special_tokens_in_text,
             mask_token_lstrip=self.mask_token_lstrip,
+            added_tokens=list(self.added_tokens),
+            normalized_tokens=list(self.normalized_tokens),
+            normalization=self.normalization,
+            packing_style=self.packing_style,
         )
         return config
 

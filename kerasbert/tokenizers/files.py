@@ -138,7 +138,7 @@ def _from_tokenizer_json(data, config):
         return _byte_pair_from_json(data, model, config)
     raise ValueError(
         f"tokenizer.json uses a {kind!r} model; kerasbert reads WordPiece (BERT), "
-        "Unigram (SentencePiece, ALBERT) and byte-level BPE (RoBERTa) tokenizer.json files."
+        "Unigram (SentencePiece, ALBERT) and byte-level BPE (RoBERTa, ModernBERT) tokenizer.json files."
     )
 
 
@@ -307,6 +307,40 @@ def _sentencepiece(model_path, layout, config, spec):
     )
 
 
+def _template_style(post_processor):
+    """The packing style of a TemplateProcessing post-processor's pair
+    template with its special tokens: ("roberta", cls, sep) for `cls A sep
+    sep B sep`, ("bert", cls, sep) for `cls A sep B sep`; None for other
+    templates."""
+    items = [next(iter(item.items())) for item in (post_processor or {}).get("pair") or ()
+             if isinstance(item, dict) and len(item) == 1]
+    kinds = [kind if kind == "SpecialToken" else (value or {}).get("id") for kind, value in items]
+    specials = [(value or {}).get("id") for kind, value in items if kind == "SpecialToken"]
+    shapes = {"roberta": ["SpecialToken", "A", "SpecialToken", "SpecialToken", "B", "SpecialToken"],
+              "bert": ["SpecialToken", "A", "SpecialToken", "B", "SpecialToken"]}
+    for style, shape in shapes.items():
+        if kinds == shape and len(set(specials[1:])) == 1:
+            return style, specials[0], specials[1]
+    return None
+
+
+def _template_processor(style, tokenizer):
+    """A `tokenizers` TemplateProcessing adding the tokenizer's special tokens
+    in `style` ("roberta": `<s> A </s> </s> B </s>`, all type 0; "bert":
+    `[CLS] A [SEP] B [SEP]`, B's part of type 1)."""
+    from tokenizers import processors
+
+    cls, sep = tokenizer.special_tokens["cls"], tokenizer.special_tokens["sep"]
+    if style == "roberta":
+        single, pair = f"{cls} $A {sep}", f"{cls} $A {sep} {sep} $B {sep}"
+    else:
+        single, pair = f"{cls}:0 $A:0 {sep}:0", f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1"
+    return processors.TemplateProcessing(
+        single=single, pair=pair,
+        special_tokens=[(cls, tokenizer.token_to_id(cls)), (sep, tokenizer.token_to_id(sep))],
+    )
+
+
 def _sentencepiece_layout(data, config, strips):
     """The layout of a SentencePiece tokenizer.json: the one whose class
     tokenizer_config.json names, else XLM-RoBERTa for a RoBERTa pair
@@ -317,10 +351,7 @@ def _sentencepiece_layout(data, config, strips):
         if entry["class"] == named:
             return layout
     post = data.get("post_processor") or {}
-    kinds = [next(iter(item)) for item in post.get("pair") or () if isinstance(item, dict) and item]
-    if post.get("type") == "RobertaProcessing" or any(
-        a == b == "SpecialToken" for a, b in zip(kinds, kinds[1:])
-    ):
+    if post.get("type") == "RobertaProcessing" or (_template_style(post) or ("",))[0] == "roberta":
         return "xlm_roberta"
     return "deberta_v2" if strips else "albert"
 
@@ -430,16 +461,7 @@ def write_sentencepiece_files(tokenizer, directory):
     tokenizer_config.json's flags, so it reproduces the tokenizer where its
     flags are those the layout's files give (`tokenizer_arguments`)."""
     from sentencepiece import sentencepiece_model_pb2
-    from tokenizers import (
-        AddedToken,
-        Regex,
-        Tokenizer,
-        decoders,
-        models,
-        normalizers,
-        pre_tokenizers,
-        processors,
-    )
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
     from kerasbert.utils.io import atomic_file, write_json
 
@@ -476,15 +498,7 @@ def write_sentencepiece_files(tokenizer, directory):
     backend.add_special_tokens([
         AddedToken(t, special=True, normalized=False, lstrip=t in tokenizer.lstrip_tokens) for t in added
     ])
-    cls, sep = special["cls"], special["sep"]
-    if layout["style"] == "roberta":
-        single, pair = f"{cls} $A {sep}", f"{cls} $A {sep} {sep} $B {sep}"
-    else:
-        single, pair = f"{cls}:0 $A:0 {sep}:0", f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1"
-    backend.post_processor = processors.TemplateProcessing(
-        single=single, pair=pair,
-        special_tokens=[(cls, tokenizer.token_to_id(cls)), (sep, tokenizer.token_to_id(sep))],
-    )
+    backend.post_processor = _template_processor(layout["style"], tokenizer)
     with atomic_file(os.path.join(directory, "tokenizer.json")) as tmp:
         backend.save(tmp)
 
@@ -503,13 +517,7 @@ def write_sentencepiece_files(tokenizer, directory):
     with atomic_file(os.path.join(directory, layout["file"])) as tmp, open(tmp, "wb") as f:
         f.write(proto.SerializeToString())
 
-    decoder = {
-        str(tokenizer.token_to_id(t)): {
-            "content": t, "lstrip": t in tokenizer.lstrip_tokens, "rstrip": False,
-            "normalized": False, "single_word": False, "special": True,
-        }
-        for t in added
-    }
+    decoder = {str(tokenizer.token_to_id(t)): _added_token_entry(t, t in tokenizer.lstrip_tokens) for t in added}
     write_json(
         os.path.join(directory, "tokenizer_config.json"),
         {
@@ -538,51 +546,111 @@ def _byte_pair(vocab_path, merges_path, config):
     )
 
 
+def _post_processors(data):
+    """tokenizer.json's post-processors, a Sequence unpacked."""
+    post = data.get("post_processor") or {}
+    return list(post.get("processors") or ()) if post.get("type") == "Sequence" else [post] * bool(post)
+
+
+def _added_token_ids(vocabulary, added_tokens):
+    """{content: id} of tokenizer.json's added tokens as `tokenizers` numbers
+    them: a token already numbered (added before, or in the model's
+    vocabulary) keeps its id, each other takes the next id after the model's
+    vocabulary and the added tokens before it."""
+    ids = {}
+    for token in added_tokens:
+        content = token["content"]
+        if content not in ids and content in vocabulary:
+            ids[content] = vocabulary[content]
+        elif content not in ids:
+            top = max(ids.values(), default=-1)
+            ids[content] = top + 1 if top >= len(vocabulary) or not vocabulary else len(vocabulary)
+    return ids
+
+
 def _byte_pair_from_json(data, model, config):
+    normalizer = _component(data, "normalizer") or {}
     pre_tokenizer = _component(data, "pre_tokenizer") or {}
-    post_processor = data.get("post_processor") or {}
+    steps = _post_processors(data)
     problems = []
-    if data.get("normalizer"):
-        problems.append(f"a {data['normalizer'].get('type')!r} normalizer")
+    if normalizer and normalizer.get("type") != "NFC":
+        problems.append(f"a {normalizer.get('type')!r} normalizer (not NFC)")
     if pre_tokenizer.get("type") != "ByteLevel" or not pre_tokenizer.get("use_regex", True):
         problems.append(f"a {pre_tokenizer.get('type')!r} pre-tokenizer (not ByteLevel with GPT-2's regex)")
     for key, plain in [("dropout", None), ("continuing_subword_prefix", ""), ("end_of_word_suffix", ""),
                        ("byte_fallback", False), ("ignore_merges", False)]:
         if (model.get(key) or plain) != plain:
             problems.append(f"BPE {key}={model.get(key)!r}")
+    templates = [_template_style(step) for step in steps if step.get("type") == "TemplateProcessing"]
+    if None in templates or any(step.get("type") not in ("TemplateProcessing", "ByteLevel", "RobertaProcessing")
+                                for step in steps):
+        problems.append(f"the post-processor {abbreviated(data.get('post_processor'), 200)} (kerasbert packs "
+                        "`[CLS] A [SEP] B [SEP]` or `<s> A </s></s> B </s>`)")
+    added = [t for t in data.get("added_tokens") or () if isinstance(t, dict) and isinstance(t.get("content"), str)]
     if problems:
         raise ValueError(
             "tokenizer.json holds a BPE model kerasbert does not reproduce: "
-            + "; ".join(problems) + ". kerasbert reads byte-level BPE (GPT-2, RoBERTa) files."
+            + "; ".join(problems) + ". kerasbert reads byte-level BPE (GPT-2, RoBERTa, ModernBERT) files."
         )
-    names = _special_names(config, _ROBERTA_SPECIALS)
+    style, cls, sep = templates[0] if templates else ("roberta", None, None)
+    defaults = _BERT_SPECIALS if style == "bert" else _ROBERTA_SPECIALS
+    names = _special_names(config, {**defaults, **({"cls": cls, "sep": sep} if cls else {})})
+    if model.get("unk_token"):
+        names["unknown_token"] = model["unk_token"]
+    vocabulary = dict(model["vocab"])
+    ids = _added_token_ids(vocabulary, added)
+    vocabulary.update({content: i for content, i in ids.items() if content not in vocabulary})
+    stripping = [t["content"] for t in added if t.get("rstrip") or t.get("single_word")
+                 or t.get("lstrip") and t["content"] != names["mask_token"]]
+    if stripping:
+        raise ValueError(
+            f"tokenizer.json's added tokens {abbreviated(stripping)} have rstrip, single_word or lstrip set; "
+            f"kerasbert reproduces lstrip on the mask token ({names['mask_token']!r}) only."
+        )
+    special = set(names.values())
+    extra = sorted((t for t in added if t["content"] not in special), key=lambda t: ids[t["content"]])
+    normalized = [t["content"] for t in extra if t.get("normalized", not t.get("special", False))]
+    trimming = [step for step in steps if step.get("type") != "TemplateProcessing"]
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
     return "BytePairTokenizer", _arguments(
-        model["vocab"], merges,
+        vocabulary, merges,
         add_prefix_space=pre_tokenizer.get("add_prefix_space", False),
-        trim_offsets=post_processor.get("trim_offsets", pre_tokenizer.get("trim_offsets", True)),
-        mask_token_lstrip=names["mask_token"] in _lstrip_tokens({}, data.get("added_tokens")),
+        # Only a ByteLevel or RoBERTa post-processor trims offsets.
+        trim_offsets=any(step.get("trim_offsets", True) for step in trimming),
+        mask_token_lstrip=names["mask_token"] in _lstrip_tokens({}, added),
+        added_tokens=list(dict.fromkeys(t["content"] for t in extra if t["content"] not in normalized)),
+        normalized_tokens=list(dict.fromkeys(normalized)),
+        normalization="NFC" if normalizer else None,
+        packing_style=style,
         **names,
     )
 
 
+def _added_token_entry(content, lstrip=False, normalized=False):
+    """A tokenizer_config.json `added_tokens_decoder` entry."""
+    return {"content": content, "lstrip": lstrip, "rstrip": False, "normalized": normalized,
+            "single_word": False, "special": not normalized}
+
+
 @_recorded
 def write_byte_pair_files(tokenizer, directory):
-    """vocab.json + merges.txt + tokenizer_config.json, loadable by kerasbert
-    and by transformers' `AutoTokenizer.from_pretrained` (as RoBERTa)."""
+    """RoBERTa's files (vocab.json + merges.txt + tokenizer_config.json) for
+    a tokenizer they describe; else (NFC, added tokens, BERT's packing:
+    ModernBERT) tokenizer.json + tokenizer_config.json. Both load in kerasbert
+    and in transformers' `AutoTokenizer.from_pretrained`."""
     import json
 
     from kerasbert.utils.io import atomic_file, write_json
 
+    special = tokenizer.special_tokens
+    if (tokenizer.packing_style, tokenizer.normalization, tokenizer.added_tokens,
+            tokenizer.normalized_tokens) != ("roberta", None, [], []):
+        return _write_byte_pair_json(tokenizer, directory)
     with atomic_file(os.path.join(directory, "vocab.json")) as tmp, open(tmp, "w", encoding="utf-8") as f:
         json.dump({token: i for i, token in enumerate(tokenizer.vocabulary)}, f, ensure_ascii=False)
     with atomic_file(os.path.join(directory, "merges.txt")) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write("#version: 0.2\n" + "".join(merge + "\n" for merge in tokenizer.merges))
-    special = tokenizer.special_tokens
-    mask = {
-        "__type": "AddedToken", "content": special["mask"], "lstrip": tokenizer.mask_token_lstrip,
-        "rstrip": False, "normalized": False, "single_word": False, "special": True,
-    }
+    mask = {"__type": "AddedToken", **_added_token_entry(special["mask"], tokenizer.mask_token_lstrip)}
     write_json(
         os.path.join(directory, "tokenizer_config.json"),
         {
@@ -594,6 +662,54 @@ def write_byte_pair_files(tokenizer, directory):
             "bos_token": special["cls"], "eos_token": special["sep"],
             **_special_entries(special),
             "mask_token": mask,
+        },
+    )
+    return directory
+
+
+def _write_byte_pair_json(tokenizer, directory):
+    """tokenizer.json (the whole pipeline) + tokenizer_config.json. The BPE
+    model's vocabulary is the tokens before the added ones that end the
+    vocabulary; the added tokens follow in id order, so that `tokenizers`
+    gives them the same ids."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+    from kerasbert.utils.io import atomic_file, write_json
+
+    special = tokenizer.special_tokens
+    normalized = set(tokenizer.normalized_tokens)
+    added = sorted({*special.values(), *tokenizer.added_tokens, *normalized}, key=tokenizer.token_to_id)
+    size = len(tokenizer.vocabulary)
+    while size and tokenizer.vocabulary[size - 1] in added:
+        size -= 1
+    backend = Tokenizer(models.BPE(
+        {token: i for i, token in enumerate(tokenizer.vocabulary[:size])},
+        [tuple(merge.split(" ")) for merge in tokenizer.merges],
+        continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False, byte_fallback=False,
+    ))
+    if tokenizer.normalization == "NFC":
+        backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=tokenizer.add_prefix_space, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    lstrip = {special["mask"]} if tokenizer.mask_token_lstrip else set()
+    for token in added:
+        entry = AddedToken(token, lstrip=token in lstrip, normalized=token in normalized, special=token not in normalized)
+        (backend.add_tokens if token in normalized else backend.add_special_tokens)([entry])
+    template = _template_processor(tokenizer.packing_style, tokenizer)
+    backend.post_processor = processors.Sequence([
+        processors.ByteLevel(add_prefix_space=tokenizer.add_prefix_space, trim_offsets=True, use_regex=True), template,
+    ]) if tokenizer.trim_offsets else template
+    with atomic_file(os.path.join(directory, "tokenizer.json")) as tmp:
+        backend.save(tmp)
+    write_json(
+        os.path.join(directory, "tokenizer_config.json"),
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "clean_up_tokenization_spaces": False,
+            **_special_entries(special),
+            "added_tokens_decoder": {
+                str(tokenizer.token_to_id(t)): _added_token_entry(t, t in lstrip, t in normalized) for t in added
+            },
         },
     )
     return directory
