@@ -8,12 +8,12 @@ Encoder: ModernBERT-base's shape (22 layers, hidden 768, 12 heads,
 feed-forward 1152, local windows of 128 with global attention every third
 layer), random weights made by transformers and converted, float32, one
 sequence of 512, 2,048 and 8,192 real tokens, forward only. Each
-(system, length) runs in a fresh process: the peak resident memory the
-forward adds to the loaded model (`ru_maxrss` after minus before) and the
-median wall time of the timed calls after one untimed call. kerasbert runs
-on the torch backend (eagerly, as transformers does), transformers with
-its default attention (SDPA; on a CPU without FlashAttention it does not
-unpad). Jobs alternate in order round by round.
+(system, length) runs in a fresh process: the peak resident memory of the
+first forward above the loaded model's (VmHWM, reset just before, minus
+VmRSS) and the median wall time of the timed calls after it. kerasbert runs
+on the torch backend through `predict_on_batch` (eager, without gradients),
+transformers under `torch.no_grad` with its default attention (SDPA; on a
+CPU without FlashAttention it does not unpad). Jobs alternate in order round by round.
 
 The curve: one `SelfAttention` layer of that width, sliding window 128,
 at 1,024 to 16,384 tokens, against the same layer attending globally:
@@ -28,12 +28,28 @@ import sys
 import tempfile
 import time
 
-from common import alternating, peak_rss_mb, run_stamp, run_worker
+from common import alternating, run_stamp, run_worker
 
 LENGTHS = (512, 2048, 8192)
 CURVE = (1024, 2048, 4096, 8192, 16384)
 CONFIG = dict(vocab_size=50368, hidden_size=768, intermediate_size=1152, num_hidden_layers=22, num_attention_heads=12,
               max_position_embeddings=8192, local_attention=128, global_attn_every_n_layers=3)
+
+
+def _status_mb(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
+
+
+def peak_added_mb(call):
+    """Runs `call()`; the most resident memory it held above what the
+    process held before, in MiB (Linux: the peak is reset through
+    /proc/self/clear_refs first)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM, the peak resident set, to the current one
+    before = _status_mb("VmRSS")
+    result = call()
+    return _status_mb("VmHWM") - before, result
 
 
 def reference_directory():
@@ -58,7 +74,7 @@ def forward_worker(system, length, calls):
 
         encoder = kerasbert.from_preset(reference_directory())
         inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
-        call = lambda: encoder(inputs, training=False)
+        call = lambda: encoder.predict_on_batch(inputs)  # Keras's inference step: no gradient tape
     else:
         import torch
         import transformers
@@ -68,9 +84,7 @@ def forward_worker(system, length, calls):
         inputs = {"input_ids": torch.tensor(ids, dtype=torch.long),
                   "attention_mask": torch.ones((1, length), dtype=torch.long)}
         call = lambda: model(**inputs)
-    before = peak_rss_mb()
-    call()
-    added = peak_rss_mb() - before
+    added, _ = peak_added_mb(call)
     times = []
     for _ in range(calls):
         start = time.perf_counter()
@@ -90,12 +104,14 @@ def curve_worker(kind, length):
     x = np.random.default_rng(0).normal(size=(1, length, 768)).astype("float32")
     mask = np.ones((1, length), "int32")
     layer(x[:, :8], attention_mask=document_attention_mask(mask[:, :8]))  # built
-    before = peak_rss_mb()
     if kind == "local":
-        keras.ops.convert_to_numpy(layer(x, local_window=128, padding_mask=mask))
+        call = lambda: keras.ops.convert_to_numpy(layer(x, local_window=128, padding_mask=mask))
     else:
-        keras.ops.convert_to_numpy(layer(x, attention_mask=document_attention_mask(mask)))
-    return {"peak_added_mb": peak_rss_mb() - before}
+        call = lambda: keras.ops.convert_to_numpy(layer(x, attention_mask=document_attention_mask(mask)))
+    import torch  # the worker's backend: no gradient tape, as in predict
+
+    with torch.no_grad():
+        return {"peak_added_mb": peak_added_mb(call)[0]}
 
 
 def main():
@@ -103,6 +119,8 @@ def main():
     parser.add_argument("--json", required=True)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=2)
+    parser.add_argument("--lengths", type=int, nargs="+", default=LENGTHS)
+    parser.add_argument("--curve", type=int, nargs="+", default=CURVE)
     parser.add_argument("--worker", nargs="+")
     args = parser.parse_args()
     if args.worker:
@@ -114,7 +132,7 @@ def main():
     reference_directory()
     script = os.path.abspath(__file__)
     forward = {}
-    jobs = [(system, length) for length in LENGTHS for system in ("kerasbert", "transformers")]
+    jobs = [(system, length) for length in args.lengths for system in ("kerasbert", "transformers")]
     for round_, (system, length) in alternating(jobs, args.rounds):
         result = run_worker(script, ["--json", args.json, "--calls", str(args.calls), "--worker", "forward",
                                      system, str(length)], system, "torch")
@@ -122,7 +140,7 @@ def main():
         forward.setdefault(f"{system}/{length}", []).append(result)
     curve = {}
     for kind in ("local", "global"):
-        for length in CURVE:
+        for length in args.curve:
             if kind == "global" and length > 8192:
                 continue  # (12 heads x 16k x 16k float32 scores: 12 GiB)
             result = run_worker(script, ["--json", args.json, "--worker", "curve", kind, str(length)], kind, "torch")

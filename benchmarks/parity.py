@@ -5,8 +5,10 @@
 Each family gets a randomly initialised transformers model (every tensor
 random) of a configuration unlike the test suite's, saved and loaded with
 `kerasbert.from_preset`; inputs are right-padded batches with random segment
-ids. Differences are over every position, padding included. The real
-all-MiniLM-L6-v2 checkpoint is compared too.
+ids. Differences are over every position, padding included, but for
+DeBERTa (real tokens only) and ModernBERT (padding farther than the window
+from every real token left out; see `compared_positions` in
+tests/helpers.py). The real all-MiniLM-L6-v2 checkpoint is compared too.
 """
 
 import argparse
@@ -22,7 +24,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from helpers import encoder_inputs, hf_outputs, make_hf_checkpoint, minilm_directory, run
+from common import run_stamp  # noqa: E402
+from helpers import compared_positions, encoder_inputs, hf_outputs, make_hf_checkpoint, minilm_directory, run
 
 BASE = dict(vocab_size=1000, hidden_size=96, num_hidden_layers=4, num_attention_heads=6,
             intermediate_size=200, max_position_embeddings=128,
@@ -34,6 +37,18 @@ FAMILIES = {
     "roberta (padded)": ("roberta", dict(BASE, type_vocab_size=1, pad_token_id=1,
                                          layer_norm_eps=1e-5, max_position_embeddings=130)),
     "electra (emb 48 != hidden 96)": ("electra", dict(BASE, embedding_size=48)),
+    "xlm-roberta (padded)": ("xlm-roberta", dict(BASE, type_vocab_size=1, pad_token_id=1,
+                                                 layer_norm_eps=1e-5, max_position_embeddings=130)),
+    "distilbert": ("distilbert", dict(vocab_size=1000, dim=96, n_layers=4, n_heads=6, hidden_dim=200,
+                                      max_position_embeddings=128, dropout=0.0, attention_dropout=0.0)),
+    "deberta-v3 (32 buckets to 64)": ("deberta-v2", dict(
+        BASE, type_vocab_size=0, layer_norm_eps=1e-7, relative_attention=True, position_buckets=32,
+        max_relative_positions=64, pos_att_type=["p2c", "c2p"], position_biased_input=False, share_att_key=True,
+        norm_rel_ebd="layer_norm")),
+    "modernbert (window 32, global every 3)": ("modernbert", dict(
+        vocab_size=1000, hidden_size=96, num_hidden_layers=4, num_attention_heads=6, intermediate_size=200,
+        max_position_embeddings=128, local_attention=32, global_attn_every_n_layers=3, pad_token_id=0,
+        bos_token_id=2, eos_token_id=3, cls_token_id=2, sep_token_id=3)),
 }
 
 
@@ -42,6 +57,9 @@ def max_differences(encoder, reference, pad_id=0):
     for seed in range(3):
         inputs = encoder_inputs(encoder, lengths=(120, 77, 31, 5, 1), seed=seed, pad_id=pad_id)
         expected, actual = hf_outputs(reference, inputs), run(encoder, inputs)
+        compared = compared_positions(encoder, inputs["padding_mask"])
+        expected["sequence_output"] = expected["sequence_output"][compared]
+        actual["sequence_output"] = actual["sequence_output"][compared]
         for key in expected:
             diff = float(np.abs(actual[key] - expected[key]).max())
             worst[key] = max(worst.get(key, 0.0), diff)
@@ -70,7 +88,7 @@ def main():
         print(f"{name:34s} {diffs['sequence_output']:16.1e} {pooled:>14s}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"backend": keras.backend.backend(), "max_abs_diff": results}, f, indent=2)
+            json.dump({**run_stamp(), "backend": keras.backend.backend(), "max_abs_diff": results}, f, indent=2)
 
 
 if __name__ == "__main__":

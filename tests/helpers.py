@@ -124,6 +124,23 @@ def hf_call(model, inputs):
         return model.eval()(**kwargs)
 
 
+def compared_positions(encoder, padding_mask):
+    """(batch, seq) True where outputs are compared: every position, padding
+    included, except two kinds of padding. DeBERTa's padding queries attend
+    to no key and its padding embeddings are zeroed, where kerasbert's
+    padding queries attend to the real tokens as in the other families: its
+    real tokens only. In a local layer a padding position farther than the
+    window from every real token attends to no key: transformers' SDPA
+    gives it a zero context, kerasbert's local attention the mean of the
+    values of its three blocks."""
+    index = np.arange(padding_mask.shape[1])
+    reach = encoder.local_attention_window // 2 if encoder.local_attention_window else padding_mask.shape[1]
+    if encoder.position_encoding == "relative":
+        reach = 0
+    near = np.abs(index[:, None] - index[None, :]) <= reach  # (seq, seq)
+    return (near[None] & (padding_mask[:, None, :] > 0)).any(-1)
+
+
 def hf_outputs(model, inputs):
     out = hf_call(model, inputs)
     result = {"sequence_output": out.last_hidden_state.numpy()}

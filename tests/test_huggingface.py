@@ -19,6 +19,7 @@ from helpers import (
     encoder_inputs,
     hf_outputs,
     make_hf_checkpoint,
+    compared_positions,
     randomize_torch_model,
     run,
     tensorflow_pass_only,
@@ -111,26 +112,10 @@ def test_outputs_match_transformers(checkpoint):
         if "pooled_output" not in expected:  # ELECTRA has no pooler
             assert not encoder.pooler
             actual.pop("pooled_output")
-        compared = _compared_positions(encoder, inputs["padding_mask"])
+        compared = compared_positions(encoder, inputs["padding_mask"])
         actual["sequence_output"] = actual["sequence_output"][compared]
         expected["sequence_output"] = expected["sequence_output"][compared]
         assert_outputs_close(actual, expected, atol=1e-4)
-
-
-def _compared_positions(encoder, padding_mask):
-    """(batch, seq) True where outputs are compared: every position, padding
-    included, except two kinds of padding. DeBERTa's padding queries attend
-    to no key and its padding embeddings are zeroed, where kerasbert's
-    padding queries attend to the real tokens as in the other families: its
-    real tokens only. In a local layer a padding position farther than the
-    window from every real token attends to no key: transformers' SDPA
-    gives it a zero context, Keras's attention the mean of all values."""
-    index = np.arange(padding_mask.shape[1])
-    reach = encoder.local_attention_window // 2 if encoder.local_attention_window else padding_mask.shape[1]
-    if encoder.position_encoding == "relative":
-        reach = 0
-    near = np.abs(index[:, None] - index[None, :]) <= reach  # (seq, seq)
-    return (near[None] & (padding_mask[:, None, :] > 0)).any(-1)
 
 
 @tensorflow_pass_only  # the encoder's tables and transformers' models only
