@@ -253,3 +253,16 @@ def test_mismatched_config_and_weights(tmp_path):
     transformers.BertConfig(**dict(COMMON, intermediate_size=38)).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="does not match the weights"):
         kerasbert.from_preset(str(tmp_path))
+
+
+def test_modernbert_matches_transformers_at_8192_tokens(tmp_path):
+    """ModernBERT's whole context: one row of 8,192 tokens and one of 5,000
+    padded to it, local layers with transformers' 128-token window."""
+    config = dict(MODERNBERT, hidden_size=24, num_hidden_layers=3, num_attention_heads=2, intermediate_size=32,
+                  max_position_embeddings=8192, local_attention=128)
+    model = make_hf_checkpoint(str(tmp_path), "modernbert", seed=1, **config)
+    encoder = kerasbert.from_preset(str(tmp_path))
+    inputs = encoder_inputs(encoder, lengths=(8192, 5000), seed=0)
+    compared = compared_positions(encoder, inputs["padding_mask"])
+    expected = hf_outputs(model, inputs)["sequence_output"][compared]
+    np.testing.assert_allclose(run(encoder, inputs)["sequence_output"][compared], expected, atol=1e-4, rtol=0)
