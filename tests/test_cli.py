@@ -31,6 +31,15 @@ def test_presets_family_filter(capsys):
     main(["presets", "--family", "roberta"])
     rows = capsys.readouterr().out.splitlines()[2:]
     assert [r.split()[0] for r in rows] == ["roberta_base_en", "roberta_large_en"]
+    main(["presets", "--family", "deberta-v2"])
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [r.split()[0] for r in rows] == ["deberta_v3_base_en", "deberta_v3_base_multi", "deberta_v3_large_en",
+                                            "deberta_v3_small_en", "deberta_v3_xsmall_en"]
+    with pytest.raises(SystemExit) as info:
+        main(["presets", "--family", "gpt2"])
+    assert info.value.code == 2
+    error = capsys.readouterr().err
+    assert "--family 'gpt2'" in error and "'modernbert'" in error
 
 
 def test_unknown_command_exits_with_usage():
