@@ -413,7 +413,7 @@ def save_to_preset(encoder, preset_dir, **metadata):
 
 
 def preset_family(preset):
-    """The family ("bert", "albert", "roberta", "electra") a preset records:
+    """The family (one of `kerasbert.convert.MODEL_TYPES`: "bert", "deberta-v2", ...) a preset records:
     a built-in's or kerasbert preset directory's `family`, a Hugging Face
     checkpoint's `model_type`; None when it records none. Reads only
     metadata, never weights."""
