@@ -21,8 +21,10 @@ from kerasbert.convert.weights import weight_links
 from kerasbert.utils.io import write_json, write_safetensors
 
 
-def _encoder_tensors(encoder, model_type):
-    """The encoder's tensors under their Hugging Face names (no prefix)."""
+def _encoder_tensors(encoder, config):
+    """The encoder's tensors under their Hugging Face names (no prefix), for
+    the checkpoint whose config.json is `config`."""
+    model_type = config["model_type"]
     tensors = {}
     for link in weight_links(encoder, model_type):
         tensors.update(link.from_keras(_numpy(link.variable)))
@@ -30,8 +32,8 @@ def _encoder_tensors(encoder, model_type):
         # ALBERT always projects; an identity projection is exact.
         tensors["encoder.embedding_hidden_mapping_in.weight"] = np.eye(encoder.hidden_dim, dtype=np.float32)
         tensors["encoder.embedding_hidden_mapping_in.bias"] = np.zeros(encoder.hidden_dim, np.float32)
-    if encoder.segment_embedding is None and model_type not in ("distilbert", "deberta-v2", "modernbert"):
-        # transformers' other models have a token-type table; a zero row adds nothing.
+    if encoder.segment_embedding is None and config.get("type_vocab_size", 0) > 0:
+        # The config has a token-type table the encoder lacks; a zero row adds nothing.
         tensors["embeddings.token_type_embeddings.weight"] = np.zeros(
             (1, encoder.token_embedding.output_dim), np.float32
         )
@@ -119,14 +121,14 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
         model_type = model.family  # a task's checkpoint family, not a look-alike
     if isinstance(model, Encoder):
         config = huggingface_config(model, model_type)
-        _write_checkpoint(directory, config, _encoder_tensors(model, config["model_type"]))
+        _write_checkpoint(directory, config, _encoder_tensors(model, config))
         return directory
     encoder = getattr(model, "encoder", None)
     if isinstance(encoder, Encoder) and task_head(model) in FINE_TUNING_ARCHITECTURES:
         config = huggingface_config(encoder, model_type)
         model_type = config["model_type"]
         check_fine_tuning_head(model, model_type, directory)
-        tensors = _prefixed(model_type, _encoder_tensors(encoder, model_type))
+        tensors = _prefixed(model_type, _encoder_tensors(encoder, config))
         tensors.update(_head_tensors_of(model, model_type, set(fine_tuning_head_links(model, model_type))))
         _write_checkpoint(directory, fine_tuning_config(model, config), tensors)
         return directory
@@ -154,7 +156,7 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
         architecture = f"{CLASS_PREFIX[model_type]}ForPreTraining"
     warn_if_activation_differs(model, model_type, heads, directory)
     config["architectures"] = [architecture]
-    tensors = _prefixed(model_type, _encoder_tensors(encoder, model_type))
+    tensors = _prefixed(model_type, _encoder_tensors(encoder, config))
     tensors.update(_head_tensors_of(model, model_type, heads))
     _write_checkpoint(directory, config, tensors)
     return directory
@@ -170,9 +172,9 @@ def _write_electra_pretrainer(pretrainer, directory, model_type, generator_direc
     gen_config = huggingface_config(generator, "electra")
     disc_config["architectures"] = ["ElectraForPreTraining"]
     gen_config["architectures"] = ["ElectraForMaskedLM"]
-    disc_tensors = _encoder_tensors(discriminator, "electra")
+    disc_tensors = _encoder_tensors(discriminator, disc_config)
     # The generator reads the discriminator's embeddings (its own are unused).
-    gen_tensors = _encoder_tensors(generator, "electra")
+    gen_tensors = _encoder_tensors(generator, gen_config)
     gen_tensors.update({n: v for n, v in disc_tensors.items() if n.startswith("embeddings.")})
     warn_if_activation_differs(pretrainer, "electra", {"generator"}, directory)
     disc_tensors = _prefixed("electra", disc_tensors)

@@ -18,12 +18,12 @@ def gather_rows(x, positions):
     return ops.take_along_axis(x, ops.cast(positions, "int32")[:, :, None], axis=1)
 
 
-def disentangled_bias(query, key, positions, position_keys, index):
+def disentangled_bias(query, key, position_queries, position_keys, index):
     """DeBERTa's content-to-position and position-to-content logits, float32
     `(batch, heads, queries, seq)`: `query (batch, queries, heads, head_dim)`
     times the position keys at `index[i, j]`, plus `key (batch, seq, heads,
-    head_dim)` times the position queries at the same rows. `positions` and
-    `position_keys` are the relative table through the query and key
+    head_dim)` times the position queries at the same rows. `position_queries`
+    and `position_keys` are the relative table through the query and key
     projections, `(2 * span, heads, head_dim)`; `index` is `(queries, seq)`
     or `(batch, queries, seq)` rows of the table."""
     batch, queries, heads = ops.shape(query)[0], ops.shape(query)[1], ops.shape(query)[2]
@@ -32,7 +32,7 @@ def disentangled_bias(query, key, positions, position_keys, index):
     index = ops.broadcast_to(index, (batch, heads, queries, seq))
     # Every query (key) against every table row, then the row each pair reads.
     content_to_position = ops.einsum("bqhd,rhd->bhqr", query, position_keys)  # (batch, heads, queries, 2 * span)
-    position_to_content = ops.einsum("bkhd,rhd->bhkr", key, positions)  # (batch, heads, seq, 2 * span)
+    position_to_content = ops.einsum("bkhd,rhd->bhkr", key, position_queries)  # (batch, heads, seq, 2 * span)
     c2p = ops.take_along_axis(content_to_position, index, axis=-1)  # (batch, heads, queries, seq)
     p2c = ops.take_along_axis(position_to_content, ops.transpose(index, (0, 1, 3, 2)), axis=-1)  # (.., seq, queries)
     return ops.cast(c2p, "float32") + ops.cast(ops.transpose(p2c, (0, 1, 3, 2)), "float32")
@@ -187,11 +187,12 @@ class SelfAttention(keras.layers.Layer):
         if relative is not None:
             scale = 1.0 / float(3 * self.head_dim) ** 0.5
             table, index = relative
-            positions = self._project(table[None], kernels[0], biases[0], (1, ops.shape(table)[0]))[0]
-            position_keys = self._project(table[None], kernels[1], biases[1], (1, ops.shape(table)[0]))[0]
+            rows_of_table = (1, ops.shape(table)[0])
+            position_queries = self._project(table[None], kernels[0], biases[0], rows_of_table)[0]
+            position_keys = self._project(table[None], kernels[1], biases[1], rows_of_table)[0]
             if query_positions is not None:
                 index = ops.take(index, ops.cast(query_positions, "int32"), axis=0)  # (batch, queries, seq)
-            bias = disentangled_bias(query, key, positions, position_keys, index)
+            bias = disentangled_bias(query, key, position_queries, position_keys, index)
         if local_window is not None:
             context = local_attention(query, key, value, padding_mask, local_window, scale,
                                       self.probs_dropout if dropout else None)
