@@ -285,3 +285,64 @@ def site_without_tensorflow(directory):
         if name.split("-")[0].split(".")[0].lower() not in TENSORFLOW_PACKAGES:
             os.symlink(os.path.join(site, name), os.path.join(directory, name))
     return directory
+
+
+# ALBERT's special pieces, as sentencepiece's trainer takes them.
+ALBERT_PIECES = dict(pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"])
+
+
+def train_sentencepiece_model(corpus, directory, rule="nmt_nfkc", sentences=60_000, name="spiece",
+                              pieces=ALBERT_PIECES, vocabulary_size=2500):
+    """A model `<name>.model` trained directly with sentencepiece on raw
+    (cased, accented) text (`corpus`: a file or a list of files), with one of its normalisation rules (the
+    charsmap it stores) and special pieces (`pieces`: the trainer's
+    `pad_id`, `control_symbols`, ... arguments)."""
+    import sentencepiece
+
+    sentencepiece.SentencePieceTrainer.train(
+        input=[str(c) for c in corpus] if isinstance(corpus, (list, tuple)) else str(corpus), model_prefix=str(directory / name), vocab_size=vocabulary_size, model_type="unigram",
+        input_sentence_size=sentences, shuffle_input_sentence=True, minloglevel=2,
+        normalization_rule_name=rule, **pieces,
+    )
+    (directory / f"{name}.vocab").unlink()
+
+
+def write_modernbert_tokenizer(directory, vocabulary_size=3000, lines=(6000, 8000)):
+    """A tokenizer.json laid out as ModernBERT's (answerdotai/ModernBERT-base),
+    written to `directory`: byte-level BPE trained here on real text (every
+    third review of the first `lines[0]` and `lines[1]` lines of the King
+    James text) with `|||IP_ADDRESS|||` and `<|padding|>` first, an NFC
+    normaliser, GPT-2's pre-tokenizer, OLMo's added tokens (runs of 24 to 2
+    spaces and the PII placeholders, normalised; `<|endoftext|>`), then
+    `[UNK] [CLS] [SEP] [PAD] [MASK]` (lstrip) and 83 `[unused]` tokens, and a
+    `[CLS] $A [SEP]` template. Returns the directory as a string."""
+    import json
+
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    backend = Tokenizer(models.BPE())
+    backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocabulary_size, special_tokens=["|||IP_ADDRESS|||", "<|padding|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    backend.train_from_iterator([text for text, _ in rotten_tomatoes()[:3 * lines[0]:3]] + kjv_lines()[:lines[1]],
+                                trainer)
+    normalized = [" " * n for n in range(24, 1, -1)] + ["|||EMAIL_ADDRESS|||", "|||PHONE_NUMBER|||"]
+    backend.add_tokens([AddedToken(t, normalized=True, special=False) for t in normalized])
+    specials = ["<|endoftext|>", "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"] + [f"[unused{i}]" for i in range(83)]
+    backend.add_special_tokens([AddedToken(t, normalized=False, special=True, lstrip=t == "[MASK]") for t in specials])
+    ids = {t: backend.token_to_id(t) for t in ("[CLS]", "[SEP]")}
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1", special_tokens=list(ids.items())
+    )
+    data = json.loads(backend.to_str())
+    for token in data["added_tokens"]:  # as in OLMo's file, a normalised, non-special token
+        if token["content"] == "|||IP_ADDRESS|||":
+            token.update(normalized=True, special=False)
+    (directory / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": True,
+              "cls_token": "[CLS]", "mask_token": "[MASK]", "pad_token": "[PAD]", "sep_token": "[SEP]",
+              "unk_token": "[UNK]", "model_input_names": ["input_ids", "attention_mask"], "model_max_length": 8192}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return str(directory)

@@ -17,6 +17,7 @@ from helpers import (
     reference_tokenizer,
     rotten_tomatoes,
     tensorflow_pass_only,
+    write_modernbert_tokenizer,
 )
 
 import kerasbert
@@ -201,40 +202,7 @@ MODERN_TEXTS = [t.replace("<mask>", "[MASK]") for t in MASK_TEXTS] + [
 
 @pytest.fixture(scope="module")
 def modern_dir(tmp_path_factory):
-    """A tokenizer.json laid out as ModernBERT's (answerdotai/ModernBERT-base):
-    byte-level BPE trained here on real text with `|||IP_ADDRESS|||` and
-    `<|padding|>` first, an NFC normaliser, GPT-2's pre-tokenizer, OLMo's
-    added tokens (runs of 24 to 2 spaces and the PII placeholders,
-    normalised; `<|endoftext|>`), then `[UNK] [CLS] [SEP] [PAD] [MASK]`
-    (lstrip) and 83 `[unused]` tokens, and a `[CLS] $A [SEP]` template."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
-    backend = Tokenizer(models.BPE())
-    backend.normalizer = normalizers.NFC()
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=["|||IP_ADDRESS|||", "<|padding|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    backend.train_from_iterator([text for text, _ in rotten_tomatoes()[::3]] + kjv_lines()[:8000], trainer)
-    normalized = [" " * n for n in range(24, 1, -1)] + ["|||EMAIL_ADDRESS|||", "|||PHONE_NUMBER|||"]
-    backend.add_tokens([AddedToken(t, normalized=True, special=False) for t in normalized])
-    specials = ["<|endoftext|>", "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"] + [f"[unused{i}]" for i in range(83)]
-    backend.add_special_tokens([AddedToken(t, normalized=False, special=True, lstrip=t == "[MASK]") for t in specials])
-    ids = {t: backend.token_to_id(t) for t in ("[CLS]", "[SEP]")}
-    backend.post_processor = processors.TemplateProcessing(
-        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1", special_tokens=list(ids.items())
-    )
-    directory = tmp_path_factory.mktemp("modernbert")
-    data = json.loads(backend.to_str())
-    for token in data["added_tokens"]:  # as in OLMo's file, a normalised, non-special token
-        if token["content"] == "|||IP_ADDRESS|||":
-            token.update(normalized=True, special=False)
-    (directory / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": True,
-              "cls_token": "[CLS]", "mask_token": "[MASK]", "pad_token": "[PAD]", "sep_token": "[SEP]",
-              "unk_token": "[UNK]", "model_input_names": ["input_ids", "attention_mask"], "model_max_length": 8192}
-    (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
-    return str(directory)
+    return write_modernbert_tokenizer(tmp_path_factory.mktemp("modernbert"))
 
 
 @pytest.fixture(scope="module")

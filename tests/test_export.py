@@ -15,6 +15,7 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 
 import keras
 import numpy as np
@@ -330,3 +331,113 @@ def test_sentencepiece_and_byte_pair_tokenizers_serve_like_predict(tmp_path):
     outputs, _, _ = serve(requests, str(tmp_path))
     for name, model in models.items():
         np.testing.assert_allclose(outputs[name]["logits"], model.predict(texts, verbose=0), atol=1e-5)
+
+
+# The members beyond BERT, ALBERT, RoBERTa and ELECTRA: a tiny transformers
+# config of each (its encoder's values), and its tokenizer: DistilBERT
+# MiniLM's WordPiece, XLM-RoBERTa and DeBERTa-v3 SentencePiece models in
+# their layouts trained here, ModernBERT a byte-level BPE tokenizer.json.
+SMALL = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+             max_position_embeddings=64)
+MEMBERS = {
+    "distilbert": dict(dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=64),
+    "xlm-roberta": dict(SMALL, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1, max_position_embeddings=66),
+    "deberta-v2": dict(SMALL, type_vocab_size=0, relative_attention=True, position_buckets=8,
+                       max_relative_positions=16, pos_att_type=["p2c", "c2p"], position_biased_input=False,
+                       share_att_key=True, norm_rel_ebd="layer_norm"),
+    "modernbert": dict(SMALL, local_attention=4, global_attn_every_n_layers=2, pad_token_id=0),
+}
+
+
+def member_directory(family, directory, corpus):
+    """A transformers checkpoint of `family` with its tokenizer's files."""
+    import shutil
+
+    from helpers import make_hf_checkpoint, minilm_directory, train_sentencepiece_model, write_modernbert_tokenizer
+
+    directory.mkdir()
+    if family == "distilbert":
+        for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+            shutil.copy(os.path.join(minilm_directory(), name), directory)
+    elif family == "modernbert":
+        write_modernbert_tokenizer(directory, vocabulary_size=1000, lines=(1000, 1000))
+    else:
+        pieces = (dict(unk_id=0, bos_id=1, eos_id=2, pad_id=-1) if family == "xlm-roberta" else
+                  dict(pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]",
+                       eos_piece="[SEP]", unk_piece="[UNK]"))
+        name = "sentencepiece.bpe" if family == "xlm-roberta" else "spm"
+        train_sentencepiece_model(corpus, directory, sentences=3000, name=name, pieces=pieces, vocabulary_size=800)
+    vocabulary = kerasbert.Tokenizer.from_preset(str(directory)).vocabulary_size()
+    make_hf_checkpoint(str(directory), family, seed=1, vocab_size=vocabulary, **MEMBERS[family])
+    return str(directory)
+
+
+# Which tasks each member exports (about 8 s an export on 2 cores): on
+# ModernBERT, whose heads are its own, a first-token classifier and a
+# reader (the tagger's head is the reader's); the reader on DistilBERT,
+# which has no token types; XLM-RoBERTa's tagger (words aligned through
+# fairseq's ids) and DeBERTa-v3's masked LM (its [MASK] after the model's
+# pieces). Beyond its head, a task's export differs between members only in
+# the encoder and the tokenizer the graph holds, each served here.
+MEMBER_TASKS = {"distilbert": ("reader",), "xlm-roberta": ("tagger",), "deberta-v2": ("filler",),
+                "modernbert": ("classifier", "reader")}
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                    reason="every backend's export builds the same graph in TensorFlow; checked once")
+def test_every_member_serves_its_tasks_like_predict(tmp_path):
+    """Each member's tasks from its checkpoint (`from_preset`: its encoder,
+    its tokenizer and, for ModernBERT, normalized heads), exported and
+    served: the classifier's, tagger's, embedder's, reader's and masked LM's
+    outputs are `predict`'s."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(text for text, _ in rotten_tomatoes()[:3000]), encoding="utf-8")
+    tasks = {
+        "classifier": lambda d: kerasbert.TextClassifier.from_preset(d, labels=["negative", "positive"],
+                                                                     sequence_length=32),
+        "tagger": lambda d: kerasbert.TokenClassifier.from_preset(d, labels=TAGS, crf=True, sequence_length=12),
+        "embedder": lambda d: kerasbert.TextEmbedder.from_preset(d, sequence_length=32),
+        "reader": lambda d: kerasbert.QuestionAnswerer.from_preset(d, sequence_length=24),
+        "filler": lambda d: kerasbert.MaskedLM.from_preset(d, sequence_length=12),
+    }
+    rng = np.random.default_rng(0)
+    models, requests, masked = {}, {}, {}
+    for family, kinds in MEMBER_TASKS.items():
+        directory = member_directory(family, tmp_path / family, corpus)
+        mask = kerasbert.Tokenizer.from_preset(directory).special_tokens["mask"]
+        masked[family] = [f"The {mask} sat on the {mask}.", f"Paris is the {mask} of France."]
+        inputs = {"classifier": {"text": TEXTS}, "tagger": {"text": SENTENCES}, "embedder": {"text": TEXTS},
+                  "reader": {"question": QUESTIONS, "context": CONTEXTS}, "filler": {"text": masked[family]}}
+        for kind in kinds:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the checkpoint has no heads: fresh ones
+                model = tasks[kind](directory)
+            if hasattr(model, "output_dense"):  # logits far apart: no near ties to flip
+                for variable in model.output_dense.weights:
+                    variable.assign(rng.normal(0, 1, variable.shape))
+            name = f"{family}_{kind}"
+            models[name] = model
+            model.export(tmp_path / "exports" / name, **({"top_k": 3} if kind == "filler" else {}))
+            requests[name] = (tmp_path / "exports" / name, inputs[kind])
+    outputs, _, _ = serve(requests, str(tmp_path))
+    for name, model in models.items():
+        family, kind = name.split("_")
+        served = outputs[name]
+        if kind == "classifier":
+            np.testing.assert_allclose(served["logits"], model.predict(TEXTS, verbose=0), atol=1e-4, err_msg=name)
+        elif kind == "embedder":
+            np.testing.assert_allclose(served["embedding"], model.predict(TEXTS, verbose=0), atol=1e-4, err_msg=name)
+        elif kind == "tagger":
+            tags = model.predict_tags(SENTENCES)
+            for i, row in enumerate(tags):
+                assert served["tag_ids"][i][:len(row)].tolist() == row.tolist(), name
+        elif kind == "reader":
+            predictions = model.predict_answers((QUESTIONS, CONTEXTS))
+            assert [a.decode() for a in served["answer"]] == [p.text for p in predictions], name
+            np.testing.assert_allclose(served["score"], [p.score for p in predictions], atol=1e-4, err_msg=name)
+        else:
+            tokenizer = model.preprocessor.tokenizer
+            expected = fill_mask(model, tokenizer, masked[family], top_k=3, sequence_length=12)
+            for i, masks in enumerate(expected):
+                for j, candidates in enumerate(masks):
+                    assert served["token_ids"][i, j].tolist() == [tokenizer.token_to_id(t) for t, _ in candidates]

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import transformers
 import keras
-from helpers import block_output_rows, encoder_inputs, hf_call, randomize_torch_model, tiny_encoder
+from helpers import (block_output_rows, compared_positions, encoder_inputs, hf_call, randomize_torch_model,
+                     tiny_encoder)
 
 import kerasbert
 from kerasbert.convert import to_huggingface
@@ -42,9 +43,15 @@ CONFIGS = {
     "distilbert": (transformers.DistilBertConfig, dict(
         vocab_size=101, dim=32, n_layers=2, n_heads=2, hidden_dim=37, max_position_embeddings=40, dropout=0.0,
         attention_dropout=0.0, seq_classif_dropout=0.0, qa_dropout=0.0)),
+    # Two layers, the second local (a window of 4): the first-token
+    # classifier's last layer runs at that token through a local layer.
+    "modernbert": (transformers.ModernBertConfig, dict(
+        vocab_size=101, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        max_position_embeddings=40, local_attention=4, global_attn_every_n_layers=2, pad_token_id=0,
+        bos_token_id=2, eos_token_id=3, cls_token_id=2, sep_token_id=3, classifier_activation="silu")),
 }
 PREFIX = {"bert": "Bert", "albert": "Albert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta", "electra": "Electra",
-          "distilbert": "DistilBert", "deberta-v2": "DebertaV2"}
+          "distilbert": "DistilBert", "deberta-v2": "DebertaV2", "modernbert": "ModernBert"}
 TASKS = {
     "SequenceClassification": kerasbert.TextClassifier,
     "TokenClassification": kerasbert.TokenClassifier,
@@ -66,8 +73,9 @@ def task_logits(task, inputs):
     return out
 
 
-def build_reference(family, architecture, directory, seed):
+def build_reference(family, architecture, directory, seed, **options):
     config_class, config = CONFIGS[family]
+    config = dict(config, **options)
     if architecture != "QuestionAnswering":  # whose head has 2 outputs: start, end
         config = dict(config, num_labels=len(LABELS), id2label=dict(enumerate(LABELS)),
                       label2id={label: i for i, label in enumerate(LABELS)})
@@ -91,8 +99,8 @@ def test_heads_match_transformers_both_ways(family, architecture, tmp_path):
         task = TASKS[architecture].from_preset(str(tmp_path / "hf"))
     inputs = encoder_inputs(task.encoder, lengths=(9, 5), pad_id=1 if "roberta" in family else 0)
     expected = logits_of(hf_call(reference, inputs))
-    np.testing.assert_allclose(at_compared(task_logits(task, inputs), family, inputs),
-                               at_compared(expected, family, inputs), atol=1e-4)
+    np.testing.assert_allclose(at_compared(task_logits(task, inputs), task.encoder, inputs),
+                               at_compared(expected, task.encoder, inputs), atol=1e-4)
     if architecture in ("TokenClassification", "SequenceClassification"):
         assert task.labels == LABELS  # id2label's names
         assert task.num_classes == len(LABELS)
@@ -104,12 +112,29 @@ def test_heads_match_transformers_both_ways(family, architecture, tmp_path):
     np.testing.assert_allclose(logits_of(hf_call(reloaded, inputs)), expected, atol=1e-4)
 
 
-def at_compared(logits, family, inputs):
-    """Per-token logits at real tokens only for DeBERTa, whose padding
-    queries attend to no key (tests/test_huggingface.py); all others whole."""
-    if family != "deberta-v2" or logits.ndim < 3:
+def at_compared(logits, encoder, inputs):
+    """Per-token logits at the positions whose outputs transformers' encoder
+    also gives kerasbert's (`helpers.compared_positions`): DeBERTa's and far
+    padding in local layers differ; sentence logits whole."""
+    if logits.ndim < 3:
         return logits
-    return logits[inputs["padding_mask"] > 0]
+    return logits[compared_positions(encoder, inputs["padding_mask"])]
+
+
+def test_a_modernbert_classifier_pools_as_its_config_says(tmp_path):
+    """`classifier_pooling="mean"` read and written back; the head is
+    normalized and on the mean of the real tokens."""
+    reference = build_reference("modernbert", "SequenceClassification", tmp_path / "hf", seed=3,
+                                classifier_pooling="mean")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        task = kerasbert.TextClassifier.from_preset(str(tmp_path / "hf"))
+    assert task.get_config()["pooling"] == "mean" and task.get_config()["activation"] == "silu"
+    inputs = encoder_inputs(task.encoder, lengths=(9, 5))
+    expected = logits_of(hf_call(reference, inputs))
+    np.testing.assert_allclose(task.predict(inputs, verbose=0), expected, atol=1e-4)
+    to_huggingface(task, str(tmp_path / "back"))
+    assert transformers.AutoConfig.from_pretrained(str(tmp_path / "back")).classifier_pooling == "mean"
 
 
 def test_a_different_label_count_starts_a_fresh_head(tmp_path):
@@ -127,6 +152,13 @@ def test_heads_transformers_lacks_are_refused_or_flagged(tmp_path):
         to_huggingface(kerasbert.TextClassifier(encoder, num_classes=2, pooling="mean"), str(tmp_path / "c"))
     with pytest.warns(UserWarning, match="no CRF"):
         to_huggingface(kerasbert.TokenClassifier(encoder, labels=LABELS, crf=True), str(tmp_path / "b"))
+    with pytest.raises(ValueError, match="dense layer"):
+        to_huggingface(kerasbert.QuestionAnswerer(encoder, head_norm=True), str(tmp_path / "d"))
+    modern = kerasbert.Encoder(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                               num_segments=0, pooler=False, normalization="pre", feedforward="gated",
+                               use_bias=False, position_encoding="rotary", position_offset=0)
+    with pytest.raises(ValueError, match="head_norm=False"):
+        to_huggingface(kerasbert.TokenClassifier(modern, num_classes=2), str(tmp_path / "e"), model_type="modernbert")
 
 
 @pytest.mark.parametrize("pooling, hidden_dim, last_rows", [("cls", None, 2), ("cls", 8, 2), ("mean", None, 9)])

@@ -22,6 +22,7 @@ from helpers import (
     reference_tokenizer,
     rotten_tomatoes,
     tensorflow_pass_only,
+    train_sentencepiece_model,
 )
 
 import kerasbert
@@ -47,22 +48,6 @@ def uncased(corpus, tmp_path_factory):
     return tokenizer, directory
 
 
-ALBERT_PIECES = dict(pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"])
-
-
-def train_raw(corpus, directory, rule="nmt_nfkc", sentences=60_000, name="spiece", pieces=ALBERT_PIECES):
-    """A model `<name>.model` trained directly with sentencepiece on raw
-    (cased, accented) text, with one of its normalisation rules (the
-    charsmap it stores) and special pieces (`pieces`: the trainer's
-    `pad_id`, `control_symbols`, ... arguments)."""
-    import sentencepiece
-
-    sentencepiece.SentencePieceTrainer.train(
-        input=corpus, model_prefix=str(directory / name), vocab_size=2500, model_type="unigram",
-        input_sentence_size=sentences, shuffle_input_sentence=True, minloglevel=2,
-        normalization_rule_name=rule, **pieces,
-    )
-    (directory / f"{name}.vocab").unlink()
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +55,7 @@ def cased(corpus, tmp_path_factory):
     """A model trained directly with sentencepiece, loaded from spiece.model
     without lowercasing."""
     directory = tmp_path_factory.mktemp("cased")
-    train_raw(corpus, directory)
+    train_sentencepiece_model(corpus, directory)
     (directory / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}), encoding="utf-8")
     return kerasbert.Tokenizer.from_preset(str(directory)), str(directory)
 
@@ -129,7 +114,7 @@ def test_keep_accents_grapheme_clusters(corpus, tmp_path):
     """keep_accents=True: the charsmap's multi-character rules (NFC
     compositions, e + U+0301 -> é) apply to whole grapheme clusters, and a
     cluster whose first character has an entry is replaced as a whole."""
-    train_raw(corpus, tmp_path)
+    train_sentencepiece_model(corpus, tmp_path)
     (tmp_path / "tokenizer_config.json").write_text(
         json.dumps({"do_lower_case": False, "keep_accents": True}), encoding="utf-8"
     )
@@ -145,7 +130,7 @@ def test_keep_accents_grapheme_clusters(corpus, tmp_path):
 @pytest.mark.parametrize("rule", ["nfkc_cf", "identity"])
 def test_other_normalisation_rules(corpus, tmp_path, rule):
     """Charsmaps other than the default nmt_nfkc: case folding, none at all."""
-    train_raw(corpus, tmp_path, rule=rule, sentences=20_000)
+    train_sentencepiece_model(corpus, tmp_path, rule=rule, sentences=20_000)
     tokenizer = kerasbert.Tokenizer.from_preset(str(tmp_path))
     assert bool(tokenizer.precompiled_charsmap) == (rule != "identity")
     texts = AWKWARD_PLUS + [text for text, _ in rotten_tomatoes()[:1000]]
@@ -311,7 +296,7 @@ def layout(request, corpus, tmp_path_factory):
     and transformers' built from it)."""
     name = request.param
     directory = tmp_path_factory.mktemp(name)
-    train_raw(corpus, directory, sentences=20_000, name=LAYOUTS[name][1], pieces=LAYOUTS[name][2])
+    train_sentencepiece_model(corpus, directory, sentences=20_000, name=LAYOUTS[name][1], pieces=LAYOUTS[name][2])
     return name, str(directory), kerasbert.Tokenizer.from_preset(str(directory)), layout_reference(name, str(directory))
 
 

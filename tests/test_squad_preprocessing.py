@@ -133,8 +133,8 @@ def assert_windows_match(preprocessor, hf, sequence_length, stride):
     assert windows.features["padding_mask"].tolist() == out["attention_mask"]
     if "token_type_ids" in out:
         assert windows.features["segment_ids"].tolist() == out["token_type_ids"]
-    else:
-        assert "segment_ids" not in windows.features
+    else:  # as the packer's RoBERTa-style rows: all segment 0
+        assert not windows.features["segment_ids"].any()
     np.testing.assert_array_equal(windows.offsets, offsets)
     assert windows.start_positions.tolist() == start_positions
     assert windows.end_positions.tolist() == end_positions
@@ -167,7 +167,7 @@ def test_byte_pair_windows_match_transformers(byte_pair_tokenizer, hf_roberta, s
         byte_pair_tokenizer, sequence_length=sequence_length, doc_stride=stride, max_question_length=30
     )
     windows = assert_windows_match(preprocessor, hf_roberta, sequence_length, stride)
-    assert set(windows.features) == {"token_ids", "padding_mask"}  # RoBERTa has no segments
+    assert set(windows.features) == {"token_ids", "segment_ids", "padding_mask"}  # segment 0 (checked above)
     assert np.bincount(windows.example_index).max() >= 3
 
 

@@ -95,11 +95,43 @@ CLASSIFIER_ACTIVATIONS = {"roberta": "tanh", "xlm-roberta": "tanh", "electra": "
 _CLASSIFIER_NAMES = {"distilbert": ("pre_classifier", "classifier"), "deberta-v2": ("pooler.dense", "classifier")}
 
 
+# The families whose fine-tuning heads (all three) are a dense layer, its
+# activation and a LayerNorm before the output layer (the tasks'
+# `head_norm`): the names of the three.
+NORMALIZED_HEADS = {"modernbert": ("head.dense", "head.norm", "classifier")}
+
+# The activations a normalized head's config may name (`classifier_activation`),
+# which Keras names alike.
+_HEAD_ACTIVATIONS = ("gelu", "relu", "silu", "tanh")
+
+
+def normalized_head_arguments(head_config):
+    """A task's head arguments from a fine-tuning checkpoint of a family in
+    `NORMALIZED_HEADS` (`activation`, `head_norm`); {} for other families."""
+    if head_config.get("model_type") not in NORMALIZED_HEADS:
+        return {}
+    activation = head_config.get("classifier_activation", "gelu")
+    if activation not in _HEAD_ACTIVATIONS:
+        raise ValueError(f"config.json has classifier_activation={activation!r}; kerasbert's heads take "
+                         f"{list(_HEAD_ACTIVATIONS)}.")
+    biases = {k: head_config.get(k, False) for k in ("classifier_bias", "norm_bias")}
+    if len(set(biases.values())) != 1:
+        raise ValueError(f"config.json has {biases}; kerasbert's normalized heads have biases where the "
+                         "encoder's layers have them, so both must be equal.")
+    return {"activation": activation, "head_norm": True}
+
+
 def fine_tuning_head_links(task, model_type):
     """{head: links} of a fine-tuning task, or None for other tasks."""
     kind = FINE_TUNING_ARCHITECTURES.get(task_head(task))
     if kind is None:
         return None
+    if model_type in NORMALIZED_HEADS:
+        if task.head_norm is None:
+            return {}
+        dense, norm, output = NORMALIZED_HEADS[model_type]
+        return {"classifier": dense_links(task.head_dense, dense) + layer_norm_links(task.head_norm, norm)
+                + dense_links(task.output_dense, output)}
     if kind == "QuestionAnswering":
         return {"qa_outputs": dense_links(task.output_dense, "qa_outputs")}
     if kind == "TokenClassification":
@@ -115,7 +147,24 @@ def fine_tuning_head_links(task, model_type):
 def check_fine_tuning_head(task, model_type, directory):
     """The task's head must be the one transformers' model of `model_type` has."""
     kind = FINE_TUNING_ARCHITECTURES[task_head(task)]
-    if kind == "SequenceClassification":
+    if model_type in NORMALIZED_HEADS:
+        if task.head_norm is None:
+            raise ValueError(
+                f"transformers' {model_type} heads are a dense layer, its activation and a LayerNorm before the "
+                f"output layer; this {type(task).__name__} has no such LayerNorm (head_norm=False), so it "
+                f"cannot be written as {model_type!r}."
+            )
+        activation = task.get_config()["activation"]
+        if activation not in _HEAD_ACTIVATIONS:
+            raise ValueError(f"This {type(task).__name__}'s head applies {activation!r}; transformers' {model_type} "
+                             f"heads take {list(_HEAD_ACTIVATIONS)}.")
+    elif kind != "SequenceClassification" and task.head_dense is not None:
+        raise ValueError(
+            f"This {type(task).__name__} has a dense layer of its own (hidden_dim={task.head_dense.units}); "
+            f"transformers' {model_type} {kind} head is the output layer alone, so it cannot be written as "
+            f"{model_type!r}."
+        )
+    elif kind == "SequenceClassification":
         if task.get_config()["pooling"] != "cls":
             raise ValueError(
                 f"This TextClassifier pools by {task.get_config()['pooling']!r}; transformers' sequence "
@@ -146,6 +195,11 @@ def fine_tuning_config(task, config):
     """The task-specific entries of a fine-tuning checkpoint's config.json."""
     kind = FINE_TUNING_ARCHITECTURES[task_head(task)]
     config["architectures"] = [f"{CLASS_PREFIX[config['model_type']]}For{kind}"]
+    if config["model_type"] in NORMALIZED_HEADS:
+        config.update(classifier_activation=task.get_config()["activation"], classifier_bias=task.head_dense.use_bias,
+                      classifier_dropout=task.get_config().get("dropout", 0.0))
+        if kind == "SequenceClassification":
+            config["classifier_pooling"] = task.get_config()["pooling"]
     if kind == "QuestionAnswering":
         return config
     labels = getattr(task, "labels", None) or [f"LABEL_{i}" for i in range(task.num_classes)]

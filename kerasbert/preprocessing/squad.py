@@ -31,7 +31,7 @@ class QuestionAnsweringWindows:
 
     Attributes:
         features: the encoder inputs, a dict of `token_ids`, `segment_ids`
-            (BERT style only) and `padding_mask`, int32
+            (all 0 in RoBERTa style) and `padding_mask`, int32
             `(num_windows, sequence_length)`.
         example_index: int32 `(num_windows,)`, the example of each window.
         offsets: int32 `(num_windows, sequence_length, 2)`, the `[start, end)`
@@ -278,8 +278,9 @@ class QuestionAnsweringPreprocessor(TokenizingPreprocessor):
         token_ids = tf.where(is_question, take(q_ids, q_index), token_ids)
         token_ids = tf.where(is_context, take(c_ids, c_index), token_ids)
         features = {"token_ids": token_ids}
-        if self.style == "bert":  # the context and its [SEP] are segment 1
-            features["segment_ids"] = tf.cast((position >= head) & (position <= tail), tf.int32)
+        # BERT style: the context and its [SEP] are segment 1; else all 0 (as the packer's).
+        in_context = (position >= head) & (position <= tail) if self.style == "bert" else tf.zeros_like(is_context)
+        features["segment_ids"] = tf.cast(in_context, tf.int32)
         features["padding_mask"] = tf.cast(position <= tail, tf.int32)
         offsets = tf.stack([tf.where(is_context, take(c_starts, c_index), -1),
                             tf.where(is_context, take(c_ends, c_index), -1)], axis=-1)  # (windows, width, 2)

@@ -11,6 +11,7 @@ import weakref
 import keras
 import numpy as np
 
+from kerasbert.convert.heads import NORMALIZED_HEADS, normalized_head_arguments
 from kerasbert.distribution import data_parallel_replicas
 from kerasbert.preprocessing.batching import COMPILED_SHAPES, GROUP_BY_LENGTH, checked_batch_size
 from kerasbert.preprocessing.datasets import check_example_counts, make_dataset, pack_batch, sorted_batches
@@ -554,7 +555,17 @@ class FineTuningTask(Task):
         return kwargs, False
 
     @classmethod
+    def _preset_arguments(cls, preset, family, kwargs):
+        """A head of a family whose heads are normalized (ModernBERT): dense,
+        GELU, LayerNorm before the output layer."""
+        if family in NORMALIZED_HEADS:
+            kwargs.setdefault("head_norm", True)
+            kwargs.setdefault("activation", "gelu")
+        return kwargs
+
+    @classmethod
     def _huggingface_arguments(cls, head_config):
         """Constructor arguments read from a matching transformers
-        checkpoint's config.json (e.g. its number of labels)."""
-        return {}
+        checkpoint's config.json (e.g. its number of labels; a normalized
+        head's activation)."""
+        return normalized_head_arguments(head_config)

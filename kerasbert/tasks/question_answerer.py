@@ -18,6 +18,7 @@ from kerasbert.preprocessing.squad import (
 )
 from kerasbert.readers import SquadExample
 from kerasbert.tasks.fine_tuning import _RAW_TYPES, FineTuningTask
+from kerasbert.tasks.head_layers import check_activation, head_transform, resolved_head_dim
 from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
 from kerasbert.utils.checks import abbreviated, check_int
 from kerasbert.utils.examples import Targets
@@ -79,6 +80,12 @@ class QuestionAnswerer(FineTuningTask):
         null_score_threshold: SQuAD v2.0: answer "" when the no-answer
             score beats the best span's by more than this; None (SQuAD
             v1.1): always a span.
+        hidden_dim: width of a dense layer between the encoder and the
+            output layer; None: the encoder's `hidden_dim` with
+            `head_norm`, else none (0).
+        activation: that layer's activation.
+        head_norm: a LayerNorm after that layer (ModernBERT's heads; its
+            presets' default).
     """
 
     # Its heads' weights in Hugging Face checkpoints: `...ForQuestionAnswering`
@@ -91,15 +98,21 @@ class QuestionAnswerer(FineTuningTask):
     default_sequence_length = 384  # SQuAD's windows
 
     def __init__(self, encoder, preprocessor=None, n_best_size=20, max_answer_length=30, null_score_threshold=None,
-                 **kwargs):
+                 hidden_dim=None, activation="gelu", head_norm=False, **kwargs):
         check_encoder(encoder)
         check_decoding_options(n_best_size, max_answer_length, null_score_threshold)
+        hidden_dim = resolved_head_dim(hidden_dim, head_norm, encoder, default=0)
+        check_activation(activation)
+        head_dense, head_norm_layer = head_transform(encoder, hidden_dim, activation, head_norm, "qa")
         output_dense = Dense(
             2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.initializer_range),
             dtype=encoder.dtype_policy, name="qa_outputs",
         )
         inputs = encoder_inputs(encoder)
-        logits = output_dense(encoder(inputs)["sequence_output"])  # (batch, seq, 2)
+        x = encoder(inputs)["sequence_output"]  # (batch, seq, hidden)
+        for layer in (head_dense, head_norm_layer):
+            x = x if layer is None else layer(x)
+        logits = output_dense(x)  # (batch, seq, 2)
         logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
         outputs = {
             "start_logits": keras.layers.Lambda(lambda t: t[..., 0], name="start_logits")(logits),  # (batch, seq)
@@ -107,12 +120,14 @@ class QuestionAnswerer(FineTuningTask):
         }
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.encoder, self.output_dense = encoder, output_dense
+        self.head_dense, self.head_norm = head_dense, head_norm_layer
         self._set_preprocessor(preprocessor)
         self._freeze_unused_pooler()
         self.n_best_size, self.max_answer_length = int(n_best_size), int(max_answer_length)
         self.null_score_threshold = None if null_score_threshold is None else float(null_score_threshold)
         self._record_config(encoder, encoder=encoder, preprocessor=preprocessor, n_best_size=self.n_best_size,
-                     max_answer_length=self.max_answer_length, null_score_threshold=self.null_score_threshold)
+                     max_answer_length=self.max_answer_length, null_score_threshold=self.null_score_threshold,
+                     hidden_dim=hidden_dim, activation=activation, head_norm=head_norm)
         self.compile()
 
     @classmethod
@@ -183,6 +198,7 @@ class QuestionAnswerer(FineTuningTask):
                                          self.preprocessor.sequence_length, self._padded_shapes(),
                                          shape_cost=SHAPE_COST),
             group_by_length=1 if keep_order else GROUP_BY_LENGTH,
+            input_names=tuple(self.input),  # the encoder's: no segment ids where it has no token types
         )
 
     def _answer_windows(self, x, batch_size, shuffle=False, name="x"):

@@ -3,13 +3,14 @@
 import keras
 from keras import ops
 
-from kerasbert.convert.heads import CLASSIFIER_ACTIVATIONS
+from kerasbert.convert.heads import CLASSIFIER_ACTIVATIONS, NORMALIZED_HEADS
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.pooling import POOLINGS, Pooling
 from kerasbert.preprocessing.preprocessors import TextPreprocessor
 from kerasbert.presets import preset_pooling
 from kerasbert.readers import TextData
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels, named_targets
+from kerasbert.tasks.head_layers import check_activation, head_transform, resolved_head_dim
 from kerasbert.tasks.task import EncoderAtPositions, check_encoder, encoder_inputs, text_signature
 from kerasbert.utils.checks import check_number
 from kerasbert.utils.examples import Targets
@@ -52,8 +53,11 @@ class TextClassifier(FineTuningTask):
             features).
         dropout: dropout before the dense layers.
         hidden_dim: width of the head's own dense layer; None: none when the
-            encoder has a pooler, else the encoder's `hidden_dim`.
+            encoder has a pooler or `pooling="mean"` (unless `head_norm`),
+            else the encoder's `hidden_dim`.
         activation: that layer's activation.
+        head_norm: a LayerNorm after that layer (ModernBERT's head: dense,
+            activation, LayerNorm; ModernBERT presets' default).
         pooling: "cls" (the first token) or "mean" (over real tokens).
         labels: the class names in id order (e.g. `["negative",
             "positive"]`), or None. The exported model returns them
@@ -79,7 +83,7 @@ class TextClassifier(FineTuningTask):
     huggingface_architecture = "SequenceClassification"
 
     def __init__(self, encoder, num_classes=None, preprocessor=None, dropout=0.1, hidden_dim=None,
-                 activation="tanh", pooling="cls", labels=None, **kwargs):
+                 activation="tanh", pooling="cls", labels=None, head_norm=False, **kwargs):
         check_encoder(encoder)
         if num_classes is None and labels is None:
             raise ValueError("Give num_classes (a positive integer, 1 for regression) or labels (class names).")
@@ -90,23 +94,14 @@ class TextClassifier(FineTuningTask):
         check_number("dropout", dropout, 0, 1, high_open=True)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r}; expected one of {POOLINGS}.")
-        if hidden_dim is None:
-            hidden_dim = 0 if encoder.pooler or pooling == "mean" else encoder.hidden_dim
-        if isinstance(hidden_dim, bool) or not isinstance(hidden_dim, int) or hidden_dim < 0:
-            raise ValueError(f"hidden_dim must be a non-negative integer or None; got {hidden_dim!r}.")
-        try:
-            keras.activations.get(activation)
-        except ValueError:
-            raise ValueError(f"activation={activation!r} is not a Keras activation (e.g. 'tanh', 'gelu', "
-                             "'relu').") from None
+        hidden_dim = resolved_head_dim(hidden_dim, head_norm, encoder,
+                                       default=0 if encoder.pooler or pooling == "mean" else encoder.hidden_dim)
+        check_activation(activation)
         policy = encoder.dtype_policy
         initializer = keras.initializers.TruncatedNormal(stddev=encoder.initializer_range)
 
         # Layers.
-        head_dense = None
-        if hidden_dim:
-            head_dense = keras.layers.Dense(hidden_dim, activation=activation, kernel_initializer=initializer,
-                                            dtype=policy, name="classifier_dense")
+        head_dense, head_norm_layer = head_transform(encoder, hidden_dim, activation, head_norm, "classifier")
         output_dense = keras.layers.Dense(num_classes, kernel_initializer=initializer, dtype=policy,
                                           name="classifier")
 
@@ -125,6 +120,7 @@ class TextClassifier(FineTuningTask):
         head = []
         if head_dense is not None:
             head = [Dropout(dropout, dtype=policy, name="classifier_dense_dropout"), head_dense]
+            head += [head_norm_layer] if head_norm_layer is not None else []
         head += [Dropout(dropout, dtype=policy, name="classifier_dropout"), output_dense,
                  keras.layers.Activation("linear", dtype="float32", name="logits")]
         logits = _apply(head, x)  # (batch, num_classes)
@@ -133,13 +129,14 @@ class TextClassifier(FineTuningTask):
         # Config.
         self.encoder = encoder
         self.num_classes, self.labels = num_classes, labels
-        self.head_dense, self.output_dense = head_dense, output_dense
+        self.head_dense, self.head_norm, self.output_dense = head_dense, head_norm_layer, output_dense
         self._head = lambda x: _apply(head, x)  # a function: not tracked, nothing saved
         self._set_preprocessor(preprocessor)
         if pooling == "mean" or head_dense is not None:  # the pooler is not read
             self._freeze_unused_pooler()
         self._record_config(encoder, encoder=encoder, num_classes=num_classes, preprocessor=preprocessor, dropout=dropout,
-                     hidden_dim=hidden_dim, activation=activation, pooling=pooling, labels=labels)
+                     hidden_dim=hidden_dim, activation=activation, pooling=pooling, labels=labels,
+                     head_norm=head_norm)
         self.compile()
 
     @classmethod
@@ -148,7 +145,7 @@ class TextClassifier(FineTuningTask):
             kwargs.setdefault("activation", CLASSIFIER_ACTIVATIONS[family])
         if "pooling" in preset_pooling(preset):  # a sentence embedder: its own pooling
             kwargs.setdefault("pooling", preset_pooling(preset)["pooling"])
-        return kwargs
+        return super()._preset_arguments(preset, family, kwargs)
 
     @classmethod
     def _huggingface_arguments(cls, head_config):
@@ -156,9 +153,12 @@ class TextClassifier(FineTuningTask):
         names = [str(id2label[k]) for k in sorted(id2label, key=int)]
         num_classes = int(head_config.get("num_labels") or len(names) or 2)
         # transformers' LABEL_0, LABEL_1, ... are no names.
+        arguments = super()._huggingface_arguments(head_config)
+        if head_config.get("model_type") in NORMALIZED_HEADS:
+            arguments["pooling"] = head_config.get("classifier_pooling", "cls")
         if len(names) == num_classes > 1 and names != [f"LABEL_{i}" for i in range(num_classes)]:
-            return {"labels": names}
-        return {"num_classes": num_classes}
+            return {**arguments, "labels": names}
+        return {**arguments, "num_classes": num_classes}
 
     def _packed_outputs(self, sequence_output, padding_mask, documents):
         pooling = self._task_config["pooling"]

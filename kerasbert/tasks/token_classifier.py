@@ -17,6 +17,7 @@ from kerasbert.preprocessing.alignment import TokenClassificationPreprocessor
 from kerasbert.preprocessing.datasets import select_inputs
 from kerasbert.readers import TokenData
 from kerasbert.tasks.fine_tuning import FineTuningTask, check_labels, named_targets
+from kerasbert.tasks.head_layers import check_activation, head_transform, resolved_head_dim
 from kerasbert.tasks.task import check_encoder, encoder_inputs, text_signature
 from kerasbert.utils.checks import abbreviated, check_number
 from kerasbert.utils.examples import Targets, check_examples
@@ -145,6 +146,12 @@ class TokenClassifier(FineTuningTask):
         crf: add a CRF output layer.
         preprocessor: a `TokenClassificationPreprocessor`, or None.
         dropout: dropout before the output layer.
+        hidden_dim: width of a dense layer between the encoder and the
+            output layer; None: the encoder's `hidden_dim` with
+            `head_norm`, else none (0).
+        activation: that layer's activation.
+        head_norm: a LayerNorm after that layer (ModernBERT's heads; its
+            presets' default).
     """
 
     # Its heads' weights in Hugging Face checkpoints: `...ForTokenClassification`
@@ -156,15 +163,19 @@ class TokenClassifier(FineTuningTask):
     raw_word_lists = True
     huggingface_architecture = "TokenClassification"
 
-    def __init__(self, encoder, num_classes=None, labels=None, crf=False, preprocessor=None, dropout=0.1, **kwargs):
+    def __init__(self, encoder, num_classes=None, labels=None, crf=False, preprocessor=None, dropout=0.1,
+                 hidden_dim=None, activation="gelu", head_norm=False, **kwargs):
         check_encoder(encoder)
         num_classes, labels = check_labels(num_classes, labels, example="['O', 'B-PER', 'I-PER']")
         if not isinstance(crf, bool):
             raise TypeError(f"crf must be True or False; got {crf!r}.")
         check_number("dropout", dropout, 0, 1, high_open=True)
+        hidden_dim = resolved_head_dim(hidden_dim, head_norm, encoder, default=0)
+        check_activation(activation)
         policy = encoder.dtype_policy
 
         # Layers.
+        head_dense, head_norm_layer = head_transform(encoder, hidden_dim, activation, head_norm, "classifier")
         output_dense = Dense(
             num_classes, kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.initializer_range),
             dtype=policy, name="classifier",
@@ -180,6 +191,8 @@ class TokenClassifier(FineTuningTask):
         # Graph.
         inputs = encoder_inputs(encoder)
         x = encoder(inputs)["sequence_output"]  # (batch, seq, hidden)
+        for layer in (head_dense, head_norm_layer):
+            x = x if layer is None else layer(x)
         x = Dropout(dropout, dtype=policy, name="classifier_dropout")(x)
         logits = keras.layers.Activation("linear", dtype="float32", name="logits")(output_dense(x))
         if crf_layer is not None:
@@ -189,19 +202,22 @@ class TokenClassifier(FineTuningTask):
 
         # Config.
         self.encoder, self.output_dense, self.crf = encoder, output_dense, crf_layer
+        self.head_dense, self.head_norm = head_dense, head_norm_layer
         self.num_classes, self.labels = num_classes, labels
         self._set_preprocessor(preprocessor)
         self._freeze_unused_pooler()
         self._record_config(encoder, encoder=encoder, num_classes=num_classes, labels=labels, crf=crf,
-                     preprocessor=preprocessor, dropout=dropout)
+                     preprocessor=preprocessor, dropout=dropout, hidden_dim=hidden_dim, activation=activation,
+                     head_norm=head_norm)
         self.compile()
 
     @classmethod
     def _huggingface_arguments(cls, head_config):
+        arguments = super()._huggingface_arguments(head_config)
         id2label = head_config.get("id2label") or {}
         if id2label:
-            return {"labels": [id2label[k] for k in sorted(id2label, key=int)]}
-        return {"num_classes": int(head_config.get("num_labels", 2))}
+            return {**arguments, "labels": [id2label[k] for k in sorted(id2label, key=int)]}
+        return {**arguments, "num_classes": int(head_config.get("num_labels", 2))}
 
     def _examples_and_targets(self, x, y, names):
         """`read_conll`'s data: its words, its tags as this task's ids (a

@@ -48,8 +48,10 @@ def _sorted_member(keys, x):
     return tf.equal(tf.gather(keys, tf.searchsorted(keys, x)), x)
 
 
-class NFC:
-    """Canonical composition, as TensorFlow constants built once.
+class NFC(tf.Module):
+    """Canonical composition, as TensorFlow constants built once (a
+    `tf.Module`: a SavedModel of the tokenizer that owns it carries its
+    lookup table).
 
     Call it on code points `(batch, None)` (ragged, int) to get the
     normalised code points `(batch, None)` (int32) and the span
@@ -58,6 +60,7 @@ class NFC:
     """
 
     def __init__(self):
+        super().__init__(name="nfc")
         t = _tables()
         self._decomposition = tuple(tf.constant(a) for a in _table(_table_mapping(t, "decomposition")))
         sentinel = [0x110000]
