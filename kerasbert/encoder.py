@@ -102,10 +102,12 @@ def document_attention_mask(padding_mask):
     return allowed[:, None, :, :]  # (batch, 1, seq, seq): one mask for all heads
 
 
-def _embed(layers, inputs):
+def _embed(layers, inputs, token_vectors=None):
     """Token + segment + position embeddings, LayerNorm, dropout:
     `(batch, seq, width)`, before any projection to `hidden_dim`."""
-    x = layers["token_embedding"](inputs["token_ids"])  # (batch, seq, width)
+    x = token_vectors
+    if x is None:
+        x = layers["token_embedding"](inputs["token_ids"])  # (batch, seq, width)
     if layers["segment_embedding"] is not None:
         segments = inputs["segment_ids"]
         if layers["segment_embedding"].input_dim == 1:
@@ -546,11 +548,13 @@ class Encoder(keras.Model):
         """The width of the token embeddings: `embedding_dim`, or `hidden_dim`."""
         return self.hidden_dim if self.embedding_dim is None else self.embedding_dim
 
-    def embed(self, inputs):
+    def embed(self, inputs, token_vectors=None):
         """The embeddings of `inputs` (the encoder's input dict), `(batch, seq,
         embedding_width)`: token + segment + position vectors, LayerNorm and
-        dropout, before the projection to `hidden_dim`."""
-        return _embed(self._layer_map(), inputs)
+        dropout, before the projection to `hidden_dim`. `token_vectors`
+        `(batch, seq, embedding_width)`, when given, stand for the token
+        table's (`ElectraPretrainer`'s gradient-disentangled sharing)."""
+        return _embed(self._layer_map(), inputs, token_vectors)
 
     def transform(self, embeddings, padding_mask, positions=None):
         """Embeddings `(batch, seq, embedding_width)` -> `sequence_output`

@@ -65,6 +65,19 @@ def test_electra_learns_and_saves_the_discriminator(text, tmp_path):
     assert encoder.embedding_dim == 128 and not encoder.pooler  # the discriminator, not the generator
 
 
+@pytest.mark.parametrize("objective, preset", [("modernbert", "modern_bert_base_en"),
+                                               ("deberta-v3", "deberta_v3_xsmall_en")])
+def test_modernbert_and_deberta_v3_objectives_learn(text, tmp_path, objective, preset):
+    """ModernBERT's masked LM (30% masked, packed rows) on its byte-level
+    BPE; DeBERTa-v3's replaced tokens with gradient-disentangled sharing on
+    its SentencePiece layout (the sharing itself: test_pretraining_tasks)."""
+    result = run(text, tmp_path / "run", objective, preset=preset, log_every=4, num_layers=2)
+    falling, metric = ("rtd_loss", "rtd") if objective == "deberta-v3" else ("mlm_loss", "mlm")
+    encoder, _ = check_learnt(result, tmp_path / "run", metric, falling=falling)
+    assert encoder.num_layers == 2
+    assert encoder.position_encoding == ("relative" if objective == "deberta-v3" else "rotary")
+
+
 class _Kill(keras.callbacks.Callback):
     """Stands for a killed process: stops the run in the middle of a stretch."""
 

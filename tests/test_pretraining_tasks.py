@@ -203,6 +203,51 @@ def test_electra_fit_logs_both_objectives():
         pretrainer.compile(loss="mse")
 
 
+def test_gradient_disentangled_sharing_trains_each_table_by_its_own_loss():
+    """DeBERTa-v3's sharing: the masked LM alone moves the generator's
+    table E_G, the replaced-token loss alone the residual E_delta, and the
+    discriminator alone (its table merged to E_G + E_delta) gives the
+    pretrainer's discriminator outputs."""
+    discriminator = tiny_encoder(num_layers=2, num_heads=4, hidden_dim=16, num_segments=0,
+                                 position_encoding="relative", relative_buckets=4, max_relative_distance=8,
+                                 layer_norm_epsilon=1e-7)
+    start = ops.convert_to_numpy(discriminator.token_embedding.embeddings)
+    generator = electra_generator(discriminator, fraction=1.0, num_layers=1)
+    assert (generator.num_layers, generator.hidden_dim) == (1, 16)
+    x, mask_ids, mask_weights = batch(discriminator)
+    x = {**x, "mask_weights": mask_weights}
+
+    def trained(**weights):
+        keras.utils.set_random_seed(0)
+        pretrainer = kerasbert.ElectraPretrainer(electra_generator(discriminator, 1.0, 1), discriminator, seed=1,
+                                                 embedding_sharing="gradient_disentangled", **weights)
+        np.testing.assert_array_equal(ops.convert_to_numpy(pretrainer.generator.token_embedding.embeddings), start)
+        pretrainer.compile(optimizer=keras.optimizers.SGD(1.0))
+        pretrainer.fit(x, mask_ids, sample_weight=mask_weights, batch_size=B, verbose=0)
+        return pretrainer, *(ops.convert_to_numpy(t) for t in (
+            pretrainer.generator.token_embedding.embeddings, pretrainer.embedding_residual.embeddings))
+
+    _, table, residual = trained(discriminator_weight=0.0)  # the masked LM alone
+    assert not np.allclose(table, start) and not residual.any()
+    discriminator.token_embedding.embeddings.assign(start)
+    pretrainer, table, residual = trained(generator_weight=0.0)  # replaced tokens alone
+    np.testing.assert_array_equal(table, start)
+    assert residual.any()
+    merged = ops.convert_to_numpy(discriminator.token_embedding.embeddings)  # by fit, at its end
+    np.testing.assert_allclose(merged, table + residual, rtol=1e-6)
+    out = pretrainer(x, training=False)
+    corrupted = np.array(x["token_ids"])
+    sampled = ops.convert_to_numpy(out["sampled_ids"])
+    for row, slot in zip(*np.nonzero(mask_weights)):
+        corrupted[row, x["mask_positions"][row, slot]] = sampled[row, slot]
+    alone = discriminator({"token_ids": corrupted, "padding_mask": x["padding_mask"]})["sequence_output"]
+    head = pretrainer.get_layer("discriminator_output")(pretrainer.get_layer("discriminator_dense")(alone))
+    np.testing.assert_allclose(ops.convert_to_numpy(head)[..., 0], ops.convert_to_numpy(out["discriminator_logits"]),
+                               atol=1e-5)
+    with pytest.raises(ValueError, match="embedding_sharing"):
+        kerasbert.ElectraPretrainer(None, discriminator, embedding_sharing="tied")
+
+
 def test_electra_generator_default_fractions_follow_the_paper():
     sizes = {}
     for name in ("electra_small_discriminator_en", "electra_base_discriminator_en",

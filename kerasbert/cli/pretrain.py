@@ -21,7 +21,7 @@ def add_parser(commands):
     parser = command_parser(
         commands,
         "pretrain",
-        help="pretrain an encoder on plain-text files (MLM, MLM+NSP, MLM+SOP, ELECTRA)",
+        help="pretrain an encoder on plain-text files (MLM, MLM+NSP, MLM+SOP, ELECTRA, ModernBERT, DeBERTa-v3)",
         description="Pretrains an encoder on plain-text files (one sentence per line, a blank "
         "line between documents) and writes OUTPUT/history.json, TensorBoard logs, checkpoints "
         "and the final encoder with its tokenizer as a kerasbert preset in OUTPUT/preset.",
@@ -31,7 +31,9 @@ def add_parser(commands):
         help="the architecture (and weights and vocabulary, without --from-scratch): a built-in "
         "preset name or a preset directory; for electra, the discriminator")
     add("--objective", required=True, choices=OBJECTIVES,
-        help="masked LM, with next-sentence or sentence-order prediction, or ELECTRA's replaced tokens")
+        help="masked LM, with next-sentence or sentence-order prediction, ELECTRA's replaced tokens, "
+        "ModernBERT's masked LM (30%% masked) or DeBERTa-v3's replaced tokens (gradient-disentangled "
+        "embedding sharing)")
     add("--train-files", required=True, metavar="GLOB", action="append",
         help="plain-text training files (repeatable)")
     add("--output", required=True, metavar="DIR", help="the run's directory (history, logs, checkpoints, preset)")
@@ -55,7 +57,8 @@ def add_parser(commands):
         "mixed_bfloat16 on TensorFlow's own kernels on a CPU with bfloat16 units)")
     add("--whole-word", action="store_true", help="whole-word masking")
     add("--generator-fraction", type=finite_number, metavar="F",
-        help="ELECTRA generator size relative to the discriminator (default: the paper's)")
+        help="the generator's width relative to the discriminator's (default: ELECTRA's paper; "
+        "deberta-v3: 1, at half the depth)")
     add("--log-every", type=int, metavar="N", help="steps per history entry")
     add("--checkpoint-every", type=int, metavar="N", help="steps between checkpoints")
     add("--keep-checkpoints", type=int, default=2, metavar="N", help="the newest checkpoints kept (default 2)")

@@ -163,6 +163,12 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
 
 
 def _write_electra_pretrainer(pretrainer, directory, model_type, generator_directory):
+    if pretrainer.embedding_sharing != "shared":
+        raise ValueError(
+            f"This ElectraPretrainer shares embeddings {pretrainer.embedding_sharing!r} (DeBERTa-v3), which "
+            "transformers' ElectraForPreTraining does not hold; write pretrainer.discriminator (its table merged "
+            "by fit, or merge_embedding_residual()) and pretrainer.generator as encoders."
+        )
     if model_type not in (None, "electra"):
         raise ValueError(
             f"An ElectraPretrainer is written as Hugging Face 'electra' models; got model_type={model_type!r}."

@@ -2,7 +2,7 @@
 parser from them without importing a framework."""
 
 # pretrain
-OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop", "electra")
+OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop", "electra", "modernbert", "deberta-v3")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adamw", "lamb")
 

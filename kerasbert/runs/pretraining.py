@@ -14,7 +14,8 @@ Layout of `output/`:
 - `history.json`: one list per metric (`loss`, `mlm_loss`, ...), one entry
   per `log_every` steps, plus `step`;
 - `logs/`: TensorBoard logs;
-- `preset/`: the final encoder (the discriminator for ELECTRA) and its
+- `preset/`: the final encoder (the discriminator for ELECTRA and
+  DeBERTa-v3) and its
   tokenizer, loadable with `kerasbert.from_preset`.
 """
 
@@ -140,6 +141,15 @@ def _build_encoder(config, settings, vocabulary_size):
     return Encoder(**config, dtype=settings["precision"])
 
 
+# The rows and mask rate of each objective's data (`pretraining_dataset`):
+# ModernBERT's masked LM masks 30% of packed rows; DeBERTa-v3's replaced
+# tokens are ELECTRA's.
+_OBJECTIVE_DATA = {"modernbert": ("mlm", 0.3), "deberta-v3": ("electra", 0.15)}
+
+# The objectives that train an ElectraPretrainer (the encoder is its discriminator).
+_REPLACED_TOKENS = ("electra", "deberta-v3")
+
+
 def _task(encoder, settings):
     from kerasbert.tasks import BertPretrainer, ElectraPretrainer
     from kerasbert.tasks.electra import electra_generator
@@ -148,6 +158,13 @@ def _task(encoder, settings):
     if objective == "electra":
         generator = electra_generator(encoder, settings["generator_fraction"])
         return ElectraPretrainer(generator, encoder, seed=settings["seed"])
+    if objective == "deberta-v3":
+        # Half the discriminator's depth at its width (or the given fraction of it).
+        generator = electra_generator(encoder, settings["generator_fraction"] or 1.0,
+                                      num_layers=max(1, encoder.num_layers // 2))
+        return ElectraPretrainer(generator, encoder, seed=settings["seed"], embedding_sharing="gradient_disentangled")
+    if objective == "modernbert":
+        return BertPretrainer(encoder, sentence_task=None)
     sentence_task = objective.partition("+")[2] or None
     if sentence_task and encoder.num_segments < 2:
         raise ValueError(
@@ -162,10 +179,10 @@ def _dataset(documents, tokenizer, encoder, settings, start_step):
 
     from kerasbert.preprocessing.pretraining_data import pretraining_dataset
 
-    objective = settings["objective"]
+    objective, mask_rate = _OBJECTIVE_DATA.get(settings["objective"], (settings["objective"], 0.15))
     dataset = pretraining_dataset(
         documents, tokenizer, objective, settings["sequence_length"], settings["batch_size"],
-        whole_word=settings["whole_word"], segment_ids=bool(encoder.num_segments),
+        mask_rate=mask_rate, whole_word=settings["whole_word"], segment_ids=bool(encoder.num_segments),
         seed=settings["seed"], start_step=start_step,
     )
     if objective == "mlm":
@@ -250,7 +267,12 @@ def pretrain(
             discriminator; the generator is built from it.
         objective: "mlm" (dynamic masking on full-sentence rows, several
             documents packed per row with attention kept inside each:
-            RoBERTa), "mlm+nsp" (BERT), "mlm+sop" (ALBERT) or "electra".
+            RoBERTa), "mlm+nsp" (BERT), "mlm+sop" (ALBERT), "electra",
+            "modernbert" (ModernBERT's: "mlm" with 30% of the tokens
+            masked; the head runs at the masked positions only) or
+            "deberta-v3" (ELECTRA's replaced tokens with gradient-
+            disentangled embedding sharing and a generator of half the
+            discriminator's depth at its width; `ElectraPretrainer`).
         train_files: a glob pattern (or a list of them) of plain-text files,
             one sentence per line, a blank line between documents.
         output: the run's directory (see the module docstring).
@@ -427,7 +449,11 @@ def _train(settings, config, tokenizer, paths, output, callbacks, writes):
             callbacks=[recorder, *board, *(callbacks or [])],
             verbose=verbose,
         )
-    final = model.discriminator if objective == "electra" else model.encoder
+    if objective in _REPLACED_TOKENS:
+        model.merge_embedding_residual()  # (DeBERTa-v3) as fit's end does, also when it did not run
+        final = model.discriminator
+    else:
+        final = model.encoder
     preset_dir = os.path.join(output, "preset")
     if writes:
         final.save_to_preset(

@@ -13,6 +13,7 @@ from kerasbert.layers.heads import MaskedLMHead
 from kerasbert.losses import sparse_accuracy, sparse_cross_entropy
 from kerasbert.tasks.masked_lm import default_optimizer, mask_targets
 from kerasbert.tasks.task import Task, check_encoder, encoder_inputs
+from kerasbert.utils.checks import check_choice
 
 # Generator width as a fraction of the discriminator's (hidden size, FFN
 # size and attention heads), Table 6 of Clark et al. (2020): 1/4 for Small
@@ -20,7 +21,7 @@ from kerasbert.tasks.task import Task, check_encoder, encoder_inputs
 PAPER_GENERATOR_FRACTIONS = {256: 1 / 4, 768: 1 / 3, 1024: 1 / 4}
 
 
-def electra_generator(discriminator, fraction=None):
+def electra_generator(discriminator, fraction=None, num_layers=None):
     """A generator `Encoder` for `discriminator`, as in the ELECTRA paper:
     the same depth, `fraction` of its hidden size, feed-forward size and
     heads, and embeddings as wide as the discriminator's (they are shared).
@@ -29,6 +30,8 @@ def electra_generator(discriminator, fraction=None):
         discriminator: a `kerasbert.Encoder`.
         fraction: the size multiplier; `None` for the paper's (1/3 for a
             768-wide discriminator, 1/4 otherwise).
+        num_layers: the generator's depth; None: the discriminator's
+            (DeBERTa-v3's generator has half its depth at its full width).
 
     Examples:
     >>> import kerasbert
@@ -44,6 +47,12 @@ def electra_generator(discriminator, fraction=None):
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
         raise ValueError(f"fraction must be a number in (0, 1]; got {fraction!r}.")
     config = discriminator.get_config()
+    if num_layers is not None:
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(f"num_layers must be a positive integer or None; got {num_layers!r}.")
+        config["num_layers"] = num_layers
+        if config.get("num_layer_groups"):
+            config["num_layer_groups"] = min(config["num_layer_groups"], num_layers)
     heads = max(1, round(discriminator.num_heads * fraction))
     hidden = max(heads, round(discriminator.hidden_dim * fraction))
     while hidden % heads:  # every head must get the same width
@@ -118,6 +127,41 @@ class TokenReplacement(keras.layers.Layer):
         return token_ids_shape
 
 
+EMBEDDING_SHARING = ("shared", "gradient_disentangled")
+
+
+class EncoderOnTokenVectors(keras.layers.Layer):
+    """`encoder`'s `sequence_output` with `token_vectors (batch, seq,
+    embedding_width)` in place of its token table's, as one layer of a
+    task's graph (the encoder's layers are not inlined beside another
+    encoder's). It owns no weights and is rebuilt by the task, never from
+    a config."""
+
+    def __init__(self, encoder, **kwargs):
+        kwargs.setdefault("dtype", encoder.dtype_policy)
+        super().__init__(**kwargs)
+        self.encoder = encoder
+
+    def call(self, features, token_vectors):
+        embedded = self.encoder.embed(features, token_vectors=token_vectors)
+        return self.encoder.transform(embedded, features["padding_mask"])
+
+    def compute_output_shape(self, features_shape, token_vectors_shape):
+        return (*token_vectors_shape[:-1], self.encoder.hidden_dim)
+
+
+class _MergeEmbeddingResidual(keras.callbacks.Callback):
+    def __init__(self, pretrainer):
+        super().__init__()
+        self.pretrainer = pretrainer
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.pretrainer.merge_embedding_residual()
+
+    def on_train_end(self, logs=None):
+        self.pretrainer.merge_embedding_residual()
+
+
 @keras.saving.register_keras_serializable(package="kerasbert")
 class ElectraPretrainer(Task):
     """ELECTRA's replaced-token detection (Clark et al. 2020).
@@ -128,12 +172,26 @@ class ElectraPretrainer(Task):
     and predicts, at every real position, whether the token was replaced
     (a sample equal to the original counts as original). The loss is
     `generator_weight * mlm_loss + discriminator_weight * rtd_loss` (1 and 50
-    in the paper); no gradient flows through the sampling. As in the paper,
-    the generator reads the discriminator's embeddings (token, segment and
-    position tables and their LayerNorm: `discriminator.embed`) and its
-    masked-LM decoder is the discriminator's token table; the generator's
-    own embedding layers are unused and frozen. After pretraining,
-    `pretrainer.discriminator` is the encoder to fine-tune or save.
+    in the paper); no gradient flows through the sampling. After
+    pretraining, `pretrainer.discriminator` is the encoder to fine-tune or
+    save.
+
+    How the two share embeddings (`embedding_sharing`):
+
+    - "shared" (ELECTRA): the generator reads the discriminator's
+      embeddings (token, segment and position tables and their LayerNorm:
+      `discriminator.embed`) and its masked-LM decoder is the
+      discriminator's token table; the generator's own embedding layers are
+      unused and frozen. Both losses train the one table.
+    - "gradient_disentangled" (DeBERTa-v3, He et al. 2021): the generator
+      reads its own embeddings, its token table `E_G` (trained by the
+      masked LM alone; its decoder); the discriminator's token vectors are
+      `stop_gradient(E_G) + E_delta`, where `E_delta` (the
+      `embedding_residual` layer, zeros at first) is trained by the
+      replaced-token loss alone. `E_G` starts as the discriminator's table,
+      so a pretrained discriminator keeps its vectors. The discriminator's
+      own table holds `E_G + E_delta`: `merge_embedding_residual()` writes
+      it, which `fit` does after every epoch and at its end.
 
     Inputs are `MaskedLM`'s plus `mask_weights` (1.0 at real targets, 0.0
     at padding slots); `fit` takes `y = mask_ids` (the original tokens) and
@@ -150,6 +208,7 @@ class ElectraPretrainer(Task):
         generator_weight, discriminator_weight: the loss weights.
         temperature: the sampling temperature.
         seed: seed of the sampling.
+        embedding_sharing: "shared" or "gradient_disentangled" (above).
 
     Examples:
     >>> import kerasbert
@@ -172,9 +231,12 @@ class ElectraPretrainer(Task):
         discriminator_weight=50.0,
         temperature=1.0,
         seed=None,
+        embedding_sharing="shared",
         **kwargs,
     ):
         check_encoder(discriminator, "discriminator")
+        check_choice("embedding_sharing", embedding_sharing, EMBEDDING_SHARING)
+        disentangled = embedding_sharing == "gradient_disentangled"
         if generator is None:
             generator = electra_generator(discriminator)
         check_encoder(generator, "generator")
@@ -188,8 +250,9 @@ class ElectraPretrainer(Task):
 
         # === Layers ===
         init = keras.initializers.TruncatedNormal(stddev=discriminator.initializer_range)
+        generator_table = generator.token_embedding if disentangled else discriminator.token_embedding
         generator_head = MaskedLMHead(
-            discriminator.token_embedding,  # tied to the shared table
+            generator_table,  # tied: the generator's token table
             activation=generator.activation,
             layer_norm_epsilon=generator.layer_norm_epsilon,
             kernel_initializer=init,
@@ -210,7 +273,8 @@ class ElectraPretrainer(Task):
         inputs["mask_positions"] = keras.Input((None,), dtype="int32", name="mask_positions")
         inputs["mask_weights"] = keras.Input((None,), dtype="float32", name="mask_weights")
         encoder_keys = [k for k in inputs if k not in ("mask_positions", "mask_weights")]
-        embedded = discriminator.embed(inputs)  # (batch, seq, embedding_width), shared
+        # (batch, seq, embedding_width): the generator's own, or the discriminator's (shared)
+        embedded = (generator if disentangled else discriminator).embed(inputs)
         generated = generator.transform(
             embedded, inputs["padding_mask"], positions=inputs["mask_positions"]
         )  # (batch, masked, gen_hidden): its last layer at the masked positions only
@@ -219,9 +283,19 @@ class ElectraPretrainer(Task):
         corrupted = TokenReplacement(name="replacement")(
             inputs["token_ids"], inputs["mask_positions"], inputs["mask_weights"], sampled
         )  # (batch, seq)
-        sequence = discriminator({**{k: inputs[k] for k in encoder_keys}, "token_ids": corrupted})[
-            "sequence_output"
-        ]  # (batch, seq, hidden)
+        discriminator_inputs = {**{k: inputs[k] for k in encoder_keys}, "token_ids": corrupted}
+        residual = None
+        if disentangled:
+            residual = keras.layers.Embedding(
+                discriminator.vocabulary_size, discriminator.embedding_width, embeddings_initializer="zeros",
+                dtype=discriminator.dtype_policy, name="embedding_residual",
+            )
+            # stop_gradient(E_G) + E_delta at the corrupted tokens: (batch, seq, embedding_width)
+            vectors = ops.stop_gradient(generator.token_embedding(corrupted)) + residual(corrupted)
+            sequence = EncoderOnTokenVectors(discriminator, name="discriminator_on_token_vectors")(
+                discriminator_inputs, vectors)  # (batch, seq, hidden)
+        else:
+            sequence = discriminator(discriminator_inputs)["sequence_output"]  # (batch, seq, hidden)
         discriminator_logits = ops.squeeze(
             discriminator_output(discriminator_dense(sequence)), axis=-1
         )  # (batch, seq)
@@ -233,10 +307,17 @@ class ElectraPretrainer(Task):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===
-        for layer in (generator.token_embedding, generator.segment_embedding,
-                      generator.position_embedding, generator.embeddings_layer_norm):
-            if layer is not None:
-                layer.trainable = False  # unused: the discriminator's are shared
+        if disentangled:
+            # E_G starts as the discriminator's table (E_delta is zeros).
+            # A copy: on JAX an assigned array is the same buffer, which one train step cannot donate twice.
+            generator.token_embedding.embeddings.assign(ops.convert_to_numpy(discriminator.token_embedding.embeddings))
+        else:
+            for layer in (generator.token_embedding, generator.segment_embedding,
+                          generator.position_embedding, generator.embeddings_layer_norm):
+                if layer is not None:
+                    layer.trainable = False  # unused: the discriminator's are shared
+        self.embedding_residual = residual
+        self.embedding_sharing = embedding_sharing
         self.generator = generator
         self.discriminator = discriminator
         self.generator_head = generator_head
@@ -249,8 +330,24 @@ class ElectraPretrainer(Task):
         self._record_config(
             discriminator, generator=generator, discriminator=discriminator,
             generator_weight=generator_weight, discriminator_weight=discriminator_weight,
-            temperature=temperature, seed=seed,
+            temperature=temperature, seed=seed, embedding_sharing=embedding_sharing,
         )
+
+    def merge_embedding_residual(self):
+        """With gradient-disentangled sharing: writes `E_G + E_delta` (the
+        discriminator's token vectors in pretraining) into the
+        discriminator's own token table, so that `self.discriminator` alone
+        gives what it gave here. `fit` calls it after every epoch and at its
+        end; nothing to do with "shared"."""
+        if self.embedding_residual is None:
+            return
+        table = self.generator.token_embedding.embeddings + self.embedding_residual.embeddings
+        self.discriminator.token_embedding.embeddings.assign(table)
+
+    def fit(self, *args, callbacks=None, **kwargs):
+        if self.embedding_residual is not None:
+            callbacks = [*(callbacks or []), _MergeEmbeddingResidual(self)]
+        return super().fit(*args, callbacks=callbacks, **kwargs)
 
     @classmethod
     def from_preset(cls, preset, generator=None, generator_fraction=None, load_weights=True,
