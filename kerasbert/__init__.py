@@ -23,6 +23,7 @@ from kerasbert.utils.hardware import prefer_onednn
 __version__ = "0.1.0"
 __all__ = [
     "BertPretrainer",
+    "Distiller",
     "ElectraPretrainer",
     "Encoder",
     "MaskedLM",
@@ -34,6 +35,7 @@ __all__ = [
     "TokenClassifier",
     "Tokenizer",
     "convert",
+    "distill",
     "finetune",
     "from_preset",
     "get_preset",
@@ -72,10 +74,12 @@ def _import_library():
         list_presets,
         save_to_preset,
     )
+    from kerasbert.runs.distillation import distill  # noqa: F401
     from kerasbert.runs.finetuning import finetune  # noqa: F401
     from kerasbert.runs.pretraining import pretrain  # noqa: F401
     from kerasbert.tasks import (  # noqa: F401
         BertPretrainer,
+        Distiller,
         ElectraPretrainer,
         MaskedLM,
         QuestionAnswerer,

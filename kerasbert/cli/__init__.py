@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from kerasbert.cli import convert, embed, evaluate, export, finetune, predict, presets, pretrain
+from kerasbert.cli import convert, distill, embed, evaluate, export, finetune, predict, presets, pretrain
 from kerasbert.utils.hardware import prefer_onednn
 from kerasbert.utils.optional import import_quietly
 
@@ -30,7 +30,7 @@ Results go to stdout or --output; progress lines go to stderr. Every command: do
 
 # One module per command: each adds its parser (`add_parser`) and runs it
 # (`run`), importing what it needs when it runs.
-COMMANDS = (presets, pretrain, finetune, export, convert, evaluate, predict, embed)
+COMMANDS = (presets, pretrain, finetune, distill, export, convert, evaluate, predict, embed)
 
 
 def build_parser():

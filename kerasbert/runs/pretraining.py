@@ -65,7 +65,7 @@ def _check_precision_runs_here(precision, jit_compile):
         )
 
 
-def _files(train_files):
+def training_files(train_files):
     patterns = [train_files] if isinstance(train_files, (str, os.PathLike)) else list(train_files)
     paths = sorted({p for pattern in patterns for p in glob.glob(os.fspath(pattern))})
     paths = [p for p in paths if os.path.isfile(p)]
@@ -339,7 +339,7 @@ def pretrain(
         )
     _check_precision_runs_here(precision, jit_compile)
     scope = training_scope(distribution, mesh, batch_size)
-    paths = _files(train_files)
+    paths = training_files(train_files)
     output = os.fspath(output)
     settings.update(
         preset=os.fspath(preset), train_files=paths, log_every=log_every,

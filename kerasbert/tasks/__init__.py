@@ -1,5 +1,6 @@
 """Models built on the encoder: pretraining and fine-tuning tasks."""
 
+from kerasbert.tasks.distiller import Distiller, student_encoder, student_task
 from kerasbert.tasks.electra import ElectraPretrainer, electra_generator
 from kerasbert.tasks.fill_mask import fill_mask
 from kerasbert.tasks.masked_lm import MaskedLM
@@ -12,6 +13,7 @@ from kerasbert.tasks.token_classifier import TokenClassifier
 
 __all__ = [
     "BertPretrainer",
+    "Distiller",
     "ElectraPretrainer",
     "MaskedLM",
     "QuestionAnswerer",
@@ -21,4 +23,6 @@ __all__ = [
     "TokenClassifier",
     "electra_generator",
     "fill_mask",
+    "student_encoder",
+    "student_task",
 ]
