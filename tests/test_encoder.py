@@ -125,7 +125,16 @@ def test_cross_layer_sharing_reuses_blocks():
     )
 
 
-def test_jit_compiled_predict_matches_eager(family_encoder):
+# torch.compile takes 5-10 s an encoder (a full run at 178bd67): on torch,
+# the families whose layers differ most (shared, inner layers and an
+# embedding projection; relative positions; rotary, local attention, a
+# gated feed-forward and pre-norm), not all eight.
+TORCH_COMPILED = ("albert_inner", "deberta", "modernbert")
+
+
+def test_jit_compiled_predict_matches_eager(family_encoder, request):
+    if keras.backend.backend() == "torch" and request.node.callspec.params["family_encoder"] not in TORCH_COMPILED:
+        pytest.skip(f"torch compiles {TORCH_COMPILED} (see TORCH_COMPILED)")
     inputs = encoder_inputs(family_encoder, lengths=(6, 4, 2, 6), seq=6)
     eager = run(family_encoder, inputs)
     family_encoder.compile(jit_compile=True)

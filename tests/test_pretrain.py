@@ -8,7 +8,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from helpers import kjv_chapters
+from helpers import kjv_chapters, tensorflow_pass_only
 
 import kerasbert
 from kerasbert import checkpointing
@@ -65,6 +65,7 @@ def test_electra_learns_and_saves_the_discriminator(text, tmp_path):
     assert encoder.embedding_dim == 128 and not encoder.pooler  # the discriminator, not the generator
 
 
+@tensorflow_pass_only  # a run of BertPretrainer and ElectraPretrainer, whose steps test_pretraining_tasks checks on each
 @pytest.mark.parametrize("objective, preset", [("modernbert", "modern_bert_base_en"),
                                                ("deberta-v3", "deberta_v3_xsmall_en")])
 def test_modernbert_and_deberta_v3_objectives_learn(text, tmp_path, objective, preset):

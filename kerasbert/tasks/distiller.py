@@ -291,5 +291,5 @@ class Distiller(keras.Model):
                              shapes=COMPILED_SHAPES if self.jit_compile else None,
                              input_names=tuple(self.student.input))
             y = sample_weight = batch_size = None
-        return super().fit(x, y, batch_size=batch_size, epochs=epochs, shuffle=shuffle and not raw,
+        return super().fit(x, y, batch_size=batch_size, epochs=epochs, shuffle=shuffle and not is_dataset(x),
                            sample_weight=sample_weight, **kwargs)

@@ -80,12 +80,9 @@ class QuestionAnswerer(FineTuningTask):
         null_score_threshold: SQuAD v2.0: answer "" when the no-answer
             score beats the best span's by more than this; None (SQuAD
             v1.1): always a span.
-        hidden_dim: width of a dense layer between the encoder and the
-            output layer; None: the encoder's `hidden_dim` with
-            `head_norm`, else none (0).
-        activation: that layer's activation.
-        head_norm: a LayerNorm after that layer (ModernBERT's heads; its
-            presets' default).
+        hidden_dim, activation, head_norm: a dense layer before the output
+            layer, its activation and a LayerNorm after it, as
+            `TokenClassifier`'s (ModernBERT's head: its presets' default).
     """
 
     # Its heads' weights in Hugging Face checkpoints: `...ForQuestionAnswering`
