@@ -7,6 +7,7 @@ and loaded with `kerasbert.from_preset`.
 
 import os
 
+import keras
 import numpy as np
 import pytest
 import safetensors.numpy
@@ -102,7 +103,16 @@ def _inputs(encoder, config, lengths=(13, 7, 1, 30), seed=1):
     return encoder_inputs(encoder, lengths=lengths, seed=seed, pad_id=config.get("pad_token_id", 0))
 
 
-def test_outputs_match_transformers(checkpoint):
+# Variants whose differences from their family's first config are in the
+# conversion (an activation's name, the padding id and with it the position
+# offset, no embedding projection): their encoders run the first config's
+# ops, so on JAX and torch (about 5 s a config there) the first configs do.
+CONVERSION_VARIANTS = ("bert_gelu_tanh", "roberta_pad_3", "distilbert_relu", "electra_same_width")
+
+
+def test_outputs_match_transformers(checkpoint, request):
+    if keras.backend.backend() != "tensorflow" and request.node.callspec.params["checkpoint"] in CONVERSION_VARIANTS:
+        pytest.skip("a conversion variant: on every backend, its family's first config (CONVERSION_VARIANTS)")
     model_type, config, model, directory = checkpoint
     encoder = kerasbert.from_preset(directory)
     for seed, lengths in [(1, (13, 7, 1, 30)), (2, (5, 5)), (3, (encoder.max_sequence_length,))]:

@@ -190,6 +190,8 @@ class BytePairTokenizer(Tokenizer):
             later=self.normalized_tokens if special_tokens_in_text else (),
         )
         self._nfc = NFC() if normalization == "NFC" else None
+        # The normaliser's table as the layer's own attribute: tracked, so a SavedModel carries it.
+        self._nfc_table = None if self._nfc is None else self._nfc.compose_table
         self._build_tables()
 
     def _tokens_of_vocabulary(self, name, tokens):

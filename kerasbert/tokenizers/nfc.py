@@ -48,10 +48,10 @@ def _sorted_member(keys, x):
     return tf.equal(tf.gather(keys, tf.searchsorted(keys, x)), x)
 
 
-class NFC(tf.Module):
-    """Canonical composition, as TensorFlow constants built once (a
-    `tf.Module`: a SavedModel of the tokenizer that owns it carries its
-    lookup table).
+class NFC:
+    """Canonical composition, as TensorFlow constants built once. Its
+    lookup table is `compose_table`, which the tokenizer that owns it keeps
+    as an attribute of its own, so that a SavedModel carries it.
 
     Call it on code points `(batch, None)` (ragged, int) to get the
     normalised code points `(batch, None)` (int32) and the span
@@ -60,7 +60,6 @@ class NFC(tf.Module):
     """
 
     def __init__(self):
-        super().__init__(name="nfc")
         t = _tables()
         self._decomposition = tuple(tf.constant(a) for a in _table(_table_mapping(t, "decomposition")))
         sentinel = [0x110000]
@@ -68,7 +67,7 @@ class NFC(tf.Module):
         self._class_values = tf.constant(np.concatenate([t["class_values"], [0]]).astype(np.int64))
         firsts, seconds = t["composition_first"].astype(np.int64), t["composition_second"].astype(np.int64)
         self._seconds = tf.constant(np.concatenate([np.unique(seconds), sentinel]).astype(np.int64))
-        self._compose = tf.lookup.StaticHashTable(
+        self.compose_table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant(firsts * _PAIR + seconds), tf.constant(t["composition_result"].astype(np.int64))
             ),
@@ -146,7 +145,7 @@ class NFC(tf.Module):
             return tf.gather(t, tf.minimum(x, size - 1))
 
         def compose(first, x):
-            return self._compose.lookup(first * _PAIR + lookup(value, x))
+            return self.compose_table.lookup(first * _PAIR + lookup(value, x))
 
         has_composee = tf.gather(starter, block_first)
         after = block_first + 1
