@@ -7,7 +7,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from helpers import rotten_tomatoes, tensorflow_pass_only, tiny_encoder
+from helpers import rotten_tomatoes, tiny_encoder, torch_pass_only
 from keras import ops
 
 import kerasbert
@@ -103,7 +103,7 @@ def test_pretraining_distillation_has_distilberts_three_losses():
                             kerasbert.TextClassifier(teacher.encoder, num_classes=2), hidden_weight=1.0)
 
 
-@tensorflow_pass_only
+@torch_pass_only
 def test_command_line_distills_a_classifier_preset(minilm_tokenizer, tmp_path):
     encoder = tiny_encoder(vocabulary_size=minilm_tokenizer.vocabulary_size(), num_layers=4, max_sequence_length=32)
     teacher = kerasbert.TextClassifier(encoder, labels=["rotten", "fresh"],

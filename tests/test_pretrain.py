@@ -1,6 +1,9 @@
 """`kerasbert pretrain` and `kerasbert.pretrain` end to end on real text (the
 King James Bible): every objective learns, the run's files are written,
-and a killed run resumes to the weights of an uninterrupted one."""
+and a killed run resumes to the weights of an uninterrupted one. The
+resumed run and RoBERTa-style masking run on every backend; the other
+objectives' runs and the command in the torch pass (`torch_pass_only`),
+their steps in tests/test_pretraining_tasks.py on every backend."""
 
 import json
 import os
@@ -8,7 +11,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from helpers import kjv_chapters, tensorflow_pass_only
+from helpers import kjv_chapters, torch_pass_only
 
 import kerasbert
 from kerasbert import checkpointing
@@ -58,6 +61,7 @@ def test_dynamic_mask_mlm_learns_roberta_style(text, tmp_path):
     assert type(tokenizer).__name__ == "BytePairTokenizer" and encoder.position_offset == 2
 
 
+@torch_pass_only  # ElectraPretrainer's steps, compiled and eager: test_pretraining_tasks, on every backend
 def test_electra_learns_and_saves_the_discriminator(text, tmp_path):
     result = run(text, tmp_path / "run", "electra", preset="electra_small_discriminator_en", log_every=4)
     # (The generator, 4 wide here, learns little in 24 steps; the discriminator does.)
@@ -65,7 +69,7 @@ def test_electra_learns_and_saves_the_discriminator(text, tmp_path):
     assert encoder.embedding_dim == 128 and not encoder.pooler  # the discriminator, not the generator
 
 
-@tensorflow_pass_only  # a run of BertPretrainer and ElectraPretrainer, whose steps test_pretraining_tasks checks on each
+@torch_pass_only  # runs of BertPretrainer and ElectraPretrainer, whose steps test_pretraining_tasks checks
 @pytest.mark.parametrize("objective, preset", [("modernbert", "modern_bert_base_en"),
                                                ("deberta-v3", "deberta_v3_xsmall_en")])
 def test_modernbert_and_deberta_v3_objectives_learn(text, tmp_path, objective, preset):
@@ -133,6 +137,7 @@ def test_bad_settings_name_the_argument(text, tmp_path):
         run(str(tmp_path / "nothing*.txt"), tmp_path / "d", "mlm")
 
 
+@torch_pass_only  # the command's parsing and output; the run's steps: test_pretraining_tasks, on every backend
 def test_command_line_pretrains_albert_style(text, tmp_path, capsys):
     output = tmp_path / "cli"
     code = main([
