@@ -32,6 +32,12 @@ def student_layer_indices(teacher_layers, num_layers):
     return [int(i) for i in np.round(np.linspace(0, teacher_layers - 1, num_layers))]
 
 
+def _weights_outside(model, parts):
+    """`model`'s weights, in order, less those of the layers `parts`."""
+    inner = {id(w) for part in parts for w in part.weights}
+    return [w for w in model.weights if id(w) not in inner]
+
+
 def _assign_in_order(sources, targets, what):
     for source, target in zip(sources, targets, strict=True):
         if tuple(source.shape) != tuple(target.shape):
@@ -72,10 +78,8 @@ def student_encoder(teacher, num_layers):
     teacher_blocks, student_blocks = teacher.transformer_blocks, student.transformer_blocks
     if not groups:  # one block per layer: the chosen ones
         teacher_blocks = [teacher_blocks[i] for i in student_layer_indices(teacher.num_layers, num_layers)]
-    in_blocks = {id(w) for block in student_blocks for w in block.weights}
-    _assign_in_order([w for w in teacher.weights if id(w) not in {id(v) for b in teacher.transformer_blocks
-                                                                  for v in b.weights}],
-                     [w for w in student.weights if id(w) not in in_blocks], "the student's embeddings")
+    _assign_in_order(_weights_outside(teacher, teacher.transformer_blocks),
+                     _weights_outside(student, student_blocks), "the student's embeddings")
     for source, target in zip(teacher_blocks, student_blocks, strict=True):
         _assign_in_order(source.weights, target.weights, "the student's layers")
     return student
@@ -99,10 +103,8 @@ def student_task(teacher, num_layers):
     encoder = student_encoder(teacher.encoder, num_layers)
     arguments = {k: v for k, v in teacher._task_config.items() if k != "encoder"}
     student = type(teacher)(encoder, **arguments)
-    teacher_encoder = {id(w) for w in teacher.encoder.weights}
-    student_encoder_weights = {id(w) for w in encoder.weights}
-    _assign_in_order([w for w in teacher.weights if id(w) not in teacher_encoder],
-                     [w for w in student.weights if id(w) not in student_encoder_weights], "the student's head")
+    _assign_in_order(_weights_outside(teacher, [teacher.encoder]), _weights_outside(student, [encoder]),
+                     "the student's head")
     student.family = getattr(teacher, "family", None)
     return student
 
