@@ -40,7 +40,7 @@ from kerasbert.tokenizers import (
     train_wordpiece,
 )
 from kerasbert.tokenizers.byte_pair import bytes_to_unicode
-from kerasbert.tokenizers.sentence_piece import read_sentencepiece_model
+from kerasbert.tokenizers.files.sentence_piece import read_sentencepiece_model
 
 # TensorFlow ops and Python, the same whatever the Keras backend: checked once.
 pytestmark = tensorflow_pass_only

@@ -10,7 +10,7 @@ import keras
 import numpy as np
 
 from kerasbert.tokenizers.base import Tokenizer, regex_split_with_offsets, utf8_length
-from kerasbert.tokenizers.files import write_byte_pair_files
+from kerasbert.tokenizers.files.byte_pair import write_byte_pair_files
 from kerasbert.tokenizers.nfc import NFC
 from kerasbert.tokenizers.unicode import _range_classes
 from kerasbert.utils.checks import abbreviated, check_bool, check_choice, check_file, check_string, is_int

@@ -22,10 +22,9 @@ import os
 
 import numpy as np
 
-from kerasbert.tokenizers.sentence_piece import _expand
 from kerasbert.tokenizers.unicode import _table, _table_mapping
 from kerasbert.utils.optional import tf
-from kerasbert.utils.ragged import row_ids
+from kerasbert.utils.ragged import row_ids, substitute
 
 _PATH = os.path.join(os.path.dirname(__file__), "data", "nfc_unicode.npz")
 _PAIR = 1 << 21  # code points take 21 bits: the pair (a, b) is a * _PAIR + b
@@ -82,7 +81,7 @@ class NFC:
         input_start = chars.row_starts()
         # 1. Canonical decomposition.
         cps = tf.cast(chars.flat_values, tf.int32)
-        value, owner, part = _expand(cps, *self._decomposition, tf.zeros_like(cps, tf.bool))
+        value, owner, part = substitute(cps, *self._decomposition, tf.zeros_like(cps, tf.bool))
         value = tf.cast(value, tf.int64)  # (k,)
         row = tf.gather(row_ids(chars), owner)
         change = tf.cast(part > 0, tf.int64)

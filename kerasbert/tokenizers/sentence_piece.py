@@ -4,29 +4,20 @@ ops, identical to transformers' fast tokenizers."""
 import base64
 import functools
 import math
-import os
 
 import keras
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
-from kerasbert.tokenizers.files import (
-    SENTENCEPIECE_LAYOUTS,
-    check_sentencepiece_layout,
-    read_sentencepiece_model,
-    sentencepiece_vocabulary,
-    write_sentencepiece_files,
-)
+from kerasbert.tokenizers.files.sentence_piece import SENTENCEPIECE_LAYOUTS, read_vocabulary, write_sentencepiece_files
 from kerasbert.utils.checks import (
     abbreviated,
     check_bool,
     check_choice,
-    check_file,
-    check_number,
     check_string,
 )
 from kerasbert.utils.optional import tf
-from kerasbert.utils.ragged import row_ids
+from kerasbert.utils.ragged import cut_runs, row_ids, run_starts, substitute
 
 _METASPACE = 0x2581  # "▁", SentencePiece's word-boundary mark
 _UNK_PENALTY = 10.0  # the unknown piece scores this much below the worst piece
@@ -40,86 +31,10 @@ def _rules(lowercase, strip_accents, charsmap):
     return unicode.UnigramCharacterRules(lowercase, strip_accents, charsmap)
 
 
-def _decode_charsmap(charsmap):
-    if charsmap is None or isinstance(charsmap, bytes):
-        return charsmap
-    if isinstance(charsmap, str):
-        try:
-            return base64.b64decode(charsmap, validate=True)
-        except ValueError:
-            raise ValueError(f"precompiled_charsmap={abbreviated(charsmap)} is not valid base64.") from None
-    raise TypeError(f"precompiled_charsmap must be bytes, a base64 string or None; got {abbreviated(charsmap)}.")
-
-
-def _read_pieces(vocabulary):
-    """(piece, score) pairs -> (pieces, scores)."""
-    if isinstance(vocabulary, (bytes, bytearray)) or not isinstance(vocabulary, (list, tuple)):
-        raise TypeError(
-            "vocabulary must be a SentencePiece model path or a list of (piece, score) pairs; "
-            f"got {abbreviated(vocabulary)}."
-        )
-    pieces, scores = [], []
-    for i, entry in enumerate(vocabulary):
-        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], str)):
-            raise TypeError(
-                f"vocabulary must be a SentencePiece model path or a list of (piece, score) pairs; "
-                f"vocabulary[{i}] is {abbreviated(entry, 60)}."
-            )
-        pieces.append(entry[0])
-        scores.append(check_number(f"the score of vocabulary[{i}] ({entry[0]!r})", entry[1], -math.inf, math.inf))
-    if not pieces:
-        raise ValueError("vocabulary is empty; give at least the special tokens' pieces.")
-    return pieces, scores
-
-
-def _read_added_tokens(added_tokens, pieces):
-    """Tokens numbered after the pieces: a list of strings, none a piece."""
-    if isinstance(added_tokens, str) or not isinstance(added_tokens, (list, tuple)):
-        raise TypeError(f"added_tokens must be a list of token strings; got {abbreviated(added_tokens)}.")
-    known = set(pieces)
-    for i, token in enumerate(added_tokens):
-        if check_string(f"added_tokens[{i}]", token) in known:
-            raise ValueError(
-                f"added_tokens[{i}]={token!r} is a piece of the vocabulary already; added tokens are "
-                "the special tokens outside the model's pieces (DeBERTa's [MASK])."
-            )
-    return list(added_tokens)
-
-
-def _expand(code_points, keys, lengths, starts, values, dropped):
-    """Replaces each code point found in `keys` by its run of `values`,
-    drops the `dropped` ones: -> (values (m,), owner (m,) index of the input
-    code point, j (m,) place in that code point's output)."""
-    slot = tf.minimum(tf.searchsorted(keys, code_points), tf.size(keys) - 1)
-    mapped = tf.equal(tf.gather(keys, slot), code_points)
-    length = tf.where(dropped, 0, tf.where(mapped, tf.gather(lengths, slot), 1))
-    piece = tf.ragged.range(length)  # (code points, out)
-    owner = row_ids(piece)
-    j = tf.cast(piece.flat_values, tf.int32)
-    source = tf.clip_by_value(tf.gather(tf.gather(starts, slot), owner) + j, 0, tf.size(values) - 1)
-    out = tf.where(tf.gather(mapped, owner), tf.gather(values, source), tf.gather(code_points, owner))
-    return out, owner, j
-
-
-def _cut(group, length):
-    """Sorted group ids (n,) -> ids of the consecutive runs of at most
-    `length` elements that each group is cut into."""
-    index = tf.range(tf.size(group, tf.int64))
-    first = _segments(tf.not_equal(group, tf.concat([[-1], group[:-1]], 0)))  # each group's start
-    return tf.cumsum(tf.cast((index - first) % length == 0, tf.int64)) - 1
-
-
 def _in_class(rules, name, value):
     """(n,) code points -> (n,) whether each is in the character class
     `name` ("whitespace", "extend", "breaker") of `rules`."""
     return tf.gather(rules[f"{name}_classes"], tf.searchsorted(rules[f"{name}_edges"], value, side="right") - 1) > 0
-
-
-def _segments(flags):
-    """(n,) bool run starts -> (n,) index of each element's run start."""
-    index = tf.range(tf.size(flags, tf.int64))
-    starts = tf.concat([[0], tf.boolean_mask(index, flags)], 0)  # 0: before any run
-    return tf.gather(starts, tf.cumsum(tf.cast(flags, tf.int64)))
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
@@ -226,20 +141,13 @@ class SentencePieceTokenizer(Tokenizer):
         # "bert" ([CLS] A [SEP] B [SEP]) or "roberta" (<s> A </s></s> B </s>, XLM-RoBERTa).
         self.packing_style = SENTENCEPIECE_LAYOUTS[self.layout]["style"]
         special = self._checked_special_tokens(cls_token, sep_token, pad_token, mask_token, unknown_token)
-        if isinstance(vocabulary, (str, os.PathLike)):
-            model = read_sentencepiece_model(check_file("vocabulary", vocabulary, "a SentencePiece model"))
-            vocabulary, missing = sentencepiece_vocabulary(model["vocabulary"], self.layout, special)
-            added_tokens = missing if added_tokens is None else added_tokens
-            if precompiled_charsmap is None:
-                precompiled_charsmap = model["precompiled_charsmap"]
-        pieces, scores = _read_pieces(vocabulary)
-        check_sentencepiece_layout(self.layout, pieces, special)
-        self.added_tokens = _read_added_tokens([] if added_tokens is None else added_tokens, pieces)
+        pieces, scores, self.added_tokens, self.precompiled_charsmap = read_vocabulary(
+            vocabulary, self.layout, special, added_tokens, precompiled_charsmap
+        )
         self._set_vocabulary(pieces + self.added_tokens)
         self.scores = scores
         self.lowercase = check_bool("lowercase", lowercase)
         self.strip_accents = check_bool("strip_accents", strip_accents)
-        self.precompiled_charsmap = _decode_charsmap(precompiled_charsmap)
         self.replace_quotes = check_bool("replace_quotes", replace_quotes)
         self.add_prefix_space = check_bool("add_prefix_space", add_prefix_space)
         self.whitespace_split = check_bool("whitespace_split", whitespace_split)
@@ -305,7 +213,7 @@ class SentencePieceTokenizer(Tokenizer):
             for quote in (ord("`"), ord("'")):
                 is_quote = tf.equal(cps, quote)
                 same = tf.concat([[False], is_quote[:-1] & is_quote[1:] & tf.equal(row[:-1], row[1:])], 0)
-                run_start = _segments(is_quote & ~same)
+                run_start = run_starts(is_quote & ~same)
                 following = tf.concat([same[1:], [False]], 0)
                 in_run = tf.range(tf.size(cps, tf.int64)) - run_start
                 first = is_quote & (in_run % 2 == 0) & following
@@ -313,7 +221,7 @@ class SentencePieceTokenizer(Tokenizer):
                 dropped |= first
                 cps = tf.where(second, ord('"'), cps)
         # NFKD, accent stripping, lowercasing: per character.
-        value, owner, _ = _expand(cps, r["map_keys"], r["map_lengths"], r["map_starts"], r["map_values"], dropped)
+        value, owner, _ = substitute(cps, r["map_keys"], r["map_lengths"], r["map_starts"], r["map_values"], dropped)
         row, index = tf.gather(row, owner), tf.gather(index, owner)
         if self._has_charsmap:
             value, row, index = self._apply_charsmap(value, row, index)
@@ -340,7 +248,7 @@ class SentencePieceTokenizer(Tokenizer):
         previous = tf.concat([[0], value[:-1]], 0)
         extends = _in_class(r, "extend", value) & ~_in_class(r, "breaker", previous)
         joins = same_row & (extends | (tf.equal(value, 10) & tf.equal(previous, 13)))  # CR LF
-        cluster_start = _segments(~joins)  # (n,) index of each character's cluster start
+        cluster_start = run_starts(~joins)  # (n,) index of each character's cluster start
         cluster = tf.cumsum(tf.cast(~joins, tf.int64)) - 1
         num_clusters = tf.reduce_sum(tf.cast(~joins, tf.int64))
         size = tf.math.unsorted_segment_sum(tf.ones_like(cluster), cluster, num_clusters)
@@ -398,10 +306,10 @@ class SentencePieceTokenizer(Tokenizer):
         # no earlier output to be charged to in transformers, which then
         # aligns every output character of the text with the character that
         # many places before its own.
-        lead = owner - tf.gather(_segments(~same_row), owner)  # (m,) place of the source in its text
+        lead = owner - tf.gather(run_starts(~same_row), owner)  # (m,) place of the source in its text
         out_row = tf.gather(row, owner)
         first_out = tf.not_equal(out_row, tf.concat([[-1], out_row], 0)[:-1])
-        aligned -= tf.gather(lead, _segments(first_out))
+        aligned -= tf.gather(lead, run_starts(first_out))
         return out, tf.gather(row, aligned), tf.gather(index, aligned)
 
     def _pieces(self, value, row, origin):
@@ -581,7 +489,7 @@ class SentencePieceTokenizer(Tokenizer):
     def _tokenize_text(self, texts):
         value, row, origin = self._normalize(texts)
         value, piece_id, row, origin = self._pieces(value, row, origin)
-        first, last, ids = self._segment_words(value, _cut(piece_id, _MAX_SEGMENT))
+        first, last, ids = self._segment_words(value, cut_runs(piece_id, _MAX_SEGMENT))
         # Consecutive unknown characters of a pre-token fuse into one token.
         is_unk = tf.equal(ids, self._unk_id)
         token_piece = tf.gather(piece_id, first)

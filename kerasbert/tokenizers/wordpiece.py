@@ -8,7 +8,7 @@ import keras
 
 from kerasbert.tokenizers import unicode
 from kerasbert.tokenizers.base import Tokenizer, utf8_length
-from kerasbert.tokenizers.files import write_wordpiece_files
+from kerasbert.tokenizers.files.wordpiece import write_wordpiece_files
 from kerasbert.utils.checks import abbreviated, check_bool, check_file, check_int, check_string
 from kerasbert.utils.optional import tf, tf_text
 from kerasbert.utils.ragged import join_rows, row_ids, row_positions, splits_of_rows

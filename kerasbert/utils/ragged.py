@@ -123,3 +123,49 @@ def column(value, rows, dtype="int32"):
     return tf.RaggedTensor.from_row_splits(
         tf.fill([rows], tf.constant(value, dtype)), tf.range(rows + 1), validate=False
     )
+
+
+def run_starts(flags):
+    """`(n,)` bool run starts -> `(n,)` index of each element's run start
+    (0 before the first run).
+
+    >>> run_starts(tf.constant([True, False, False, True, False])).numpy().tolist()
+    [0, 0, 0, 3, 3]
+    """
+    index = tf.range(tf.size(flags, tf.int64))
+    starts = tf.concat([[0], tf.boolean_mask(index, flags)], 0)
+    return tf.gather(starts, tf.cumsum(tf.cast(flags, tf.int64)))
+
+
+def cut_runs(group, length):
+    """Sorted group ids `(n,)` -> ids of the consecutive runs of at most
+    `length` elements that each group is cut into.
+
+    >>> cut_runs(tf.constant([0, 0, 0, 1, 1], tf.int64), 2).numpy().tolist()
+    [0, 0, 1, 2, 2]
+    """
+    index = tf.range(tf.size(group, tf.int64))
+    first = run_starts(tf.not_equal(group, tf.concat([[-1], group[:-1]], 0)))  # each group's start
+    return tf.cumsum(tf.cast((index - first) % length == 0, tf.int64)) - 1
+
+
+def substitute(code_points, keys, lengths, starts, values, dropped):
+    """Replaces each code point found in the sorted `keys` by its run of
+    `values` (`lengths[k]` of them from `starts[k]`) and drops the `dropped`
+    ones -> (values `(m,)`, owner `(m,)` the index of the input code point,
+    place `(m,)` in that code point's output).
+
+    >>> out, owner, place = substitute(tf.constant([97, 98, 99]), tf.constant([98]), tf.constant([2]),
+    ...                                tf.constant([0]), tf.constant([120, 121]), tf.constant([False, False, True]))
+    >>> out.numpy().tolist(), owner.numpy().tolist(), place.numpy().tolist()
+    ([97, 120, 121], [0, 1, 1], [0, 0, 1])
+    """
+    slot = tf.minimum(tf.searchsorted(keys, code_points), tf.size(keys) - 1)
+    mapped = tf.equal(tf.gather(keys, slot), code_points)
+    length = tf.where(dropped, 0, tf.where(mapped, tf.gather(lengths, slot), 1))
+    piece = tf.ragged.range(length)  # (code points, out)
+    owner = row_ids(piece)
+    place = tf.cast(piece.flat_values, tf.int32)
+    source = tf.clip_by_value(tf.gather(tf.gather(starts, slot), owner) + place, 0, tf.size(values) - 1)
+    out = tf.where(tf.gather(mapped, owner), tf.gather(values, source), tf.gather(code_points, owner))
+    return out, owner, place
