@@ -92,7 +92,7 @@ def test_default_compile_trains_at_a_constant_rate():
     assert float(pretrainer.optimizer._learning_rate(7)) == pytest.approx(1e-4)
 
 
-@pytest.mark.parametrize("sentence_task", ["nsp", "sop", None])
+@pytest.mark.parametrize("sentence_task", ["nsp", None])  # "sop" is the same head (test_pretraining_heads)
 def test_bert_pretrainer_logs_every_objective(sentence_task):
     encoder = tiny_encoder()
     model = kerasbert.BertPretrainer(encoder, sentence_task=sentence_task)
@@ -222,7 +222,8 @@ def test_gradient_disentangled_sharing_trains_each_table_by_its_own_loss():
         pretrainer = kerasbert.ElectraPretrainer(electra_generator(discriminator, 1.0, 1), discriminator, seed=1,
                                                  embedding_sharing="gradient_disentangled", **weights)
         np.testing.assert_array_equal(ops.convert_to_numpy(pretrainer.generator.token_embedding.embeddings), start)
-        pretrainer.compile(optimizer=keras.optimizers.SGD(1.0), run_eagerly=True)  # one step: no tracing
+        # One step: no tracing, except on JAX, which compiles it faster than it dispatches op by op.
+        pretrainer.compile(optimizer=keras.optimizers.SGD(1.0), run_eagerly=keras.backend.backend() != "jax")
         pretrainer.fit(x, mask_ids, sample_weight=mask_weights, batch_size=B, verbose=0)
         return pretrainer, *(ops.convert_to_numpy(t) for t in (
             pretrainer.generator.token_embedding.embeddings, pretrainer.embedding_residual.embeddings))
