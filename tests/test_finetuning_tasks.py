@@ -266,6 +266,7 @@ def test_token_classifier_predicts_a_few_sentences_as_a_dataset_does(ner, conll)
         np.testing.assert_array_equal(a, b)
 
 
+@torch_pass_only  # a tagger that finds entities: trained in full in the torch pass
 def test_token_classifier_entities_point_into_raw_text(ner, conll):
     model, _ = ner
     texts = ["  ".join(words) for words in conll.words[:4]]

@@ -221,6 +221,7 @@ def test_pair_packing_matches_transformers(uncased):
     assert np.asarray(packed["padding_mask"]).tolist() == expected["attention_mask"]
 
 
+@tensorflow_pass_only  # a TensorFlow graph and Keras serialization: the same on every backend
 def test_runs_inside_tf_data_and_round_trips_config(uncased):
     tokenizer, _ = uncased
     texts = [text for text, _ in rotten_tomatoes()[:48]]
