@@ -5,6 +5,7 @@ import keras
 from keras import ops
 
 from kerasbert.distribution import check_shardable, megatron_layout_map
+from kerasbert.layers import lora
 from kerasbert.layers.activations import ACTIVATIONS
 from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
@@ -497,6 +498,26 @@ class Encoder(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+    # -- LoRA (kerasbert.layers.lora) -------------------------------------------
+
+    def enable_lora(self, rank, alpha=None, targets=lora.DEFAULT_TARGETS):
+        """Freezes the encoder's weights and puts a rank-`rank` adapter,
+        scaled by `alpha / rank` (`alpha` defaults to `rank`), on the dense
+        layers `targets` names in every block: "qkv" (the fused query, key
+        and value projection), "attention_output", "intermediate", "output".
+        Compile after enabling."""
+        lora.enable_lora(self, rank, alpha, targets)
+
+    def merge_lora(self):
+        """Folds each adapter into its kernel and removes the adapters: the
+        encoder computes as before, without them, and trains in full again."""
+        lora.merge_lora(self)
+
+    def weight_tensors(self):
+        """{variable path: float32 array} of the encoder's weights, adapters
+        folded into their kernels (what `save_to_preset` writes)."""
+        return lora.weight_tensors(self)
 
     @classmethod
     def get_layout_map(cls, device_mesh, model_parallel_dim_name="model"):

@@ -13,7 +13,7 @@ import pytest
 
 import kerasbert
 from kerasbert.cli import build_parser, main
-from kerasbert.runs.finetuning import classification_scores
+from kerasbert.runs.scores import classification_scores
 from kerasbert.utils.io import read_safetensors
 
 

@@ -14,7 +14,8 @@ import pytest
 
 import kerasbert
 from kerasbert.cli import main
-from kerasbert.runs.finetuning import classification_scores, finetune
+from kerasbert.runs.finetuning import finetune
+from kerasbert.runs.scores import classification_scores
 from kerasbert.utils.io import read_safetensors
 
 SAMPLES = os.path.join(os.path.dirname(__file__), "data")
@@ -123,6 +124,29 @@ def test_command_line_fine_tunes_sentence_pairs(tiny_preset, tmp_path, capsys):
     assert info.value.code == 2 and "already exists" in capsys.readouterr().err
 
 
+def test_a_lora_run_keeps_adapter_presets_that_name_the_preset(tiny_preset, tmp_path, capsys):
+    output = tmp_path / "lora"
+    assert main(["finetune", "--task", "classification", "--preset", tiny_preset, "--train-file", SST2,
+                 "--validation-file", SST2, "--output", str(output), "--epochs", "1", "--sequence-length", "16",
+                 "--batch-size", "4", "--learning-rate", "1e-2", "--lora-rank", "2", "--lora-targets",
+                 "qkv,attention_output", "--verbose", "0"]) == 0
+    settings = read(output / "run.json")
+    assert (settings["lora_rank"], settings["lora_alpha"], settings["lora_targets"]) == (
+        2, 2.0, ["qkv", "attention_output"])
+    best = output / "best"
+    assert sorted(os.listdir(best)) == ["adapters.safetensors", "finetuning.json", "task.json", "task.safetensors"]
+    saved = read(best / "task.json")
+    assert saved["base"]["preset"] == os.path.abspath(tiny_preset) and saved["lora"]["targets"] == [
+        "qkv", "attention_output"]
+    capsys.readouterr()
+    assert main(["predict", str(best), "A gem of a film."]) == 0
+    task = kerasbert.TextClassifier.from_preset(best)
+    expected = task.predict(["A gem of a film."], verbose=0)[0]
+    served = json.loads(capsys.readouterr().out)
+    np.testing.assert_allclose(served["probabilities"], keras.ops.convert_to_numpy(keras.ops.softmax(expected)),
+                               atol=1e-5)
+
+
 def test_ner_with_a_crf_is_scored_by_entities(tiny_preset, tmp_path):
     output = tmp_path / "ner"
     result = finetune("ner", tiny_preset, CONLL, output, validation_file=CONLL, crf=True, epochs=1,
@@ -167,6 +191,8 @@ def test_squad_v2_is_scored_with_a_null_threshold(tiny_preset, tmp_path):
         (["--task", "classification", "--warmup-fraction", "1.5"], "warmup_fraction (--warmup-fraction) must be"),
         (["--task", "classification", "--no-header", "--text-columns", "a", "--label-column", "1"],
          "--text-columns 'a': with --no-header"),
+        (["--task", "classification", "--lora-alpha", "2"], "lora_alpha (--lora-alpha)=2.0 needs lora_rank"),
+        (["--task", "classification", "--lora-rank", "2", "--lora-targets", "qkv,query"], "['query']"),
     ],
 )
 def test_bad_flags_name_the_flag(tiny_preset, tmp_path, capsys, flags, message):

@@ -1,7 +1,7 @@
 """`kerasbert finetune`: fine-tune a preset on a GLUE, CoNLL or SQuAD file."""
 
 
-from kerasbert.cli.common import add_table_flags, command_parser, finite_number, table_options
+from kerasbert.cli.common import add_table_flags, command_parser, finite_number, positive_int, table_options
 
 
 def run(args):
@@ -10,6 +10,8 @@ def run(args):
     kwargs = {k: v for k, v in vars(args).items() if k not in ("command", "run", "no_header")}
     kwargs["header"] = not args.no_header
     kwargs.update(table_options(args, header=kwargs["header"]))
+    if args.lora_targets is not None:
+        kwargs["lora_targets"] = [name.strip() for name in args.lora_targets.split(",")]
     result = finetune(**kwargs)
     if result.best_preset_dir is not None:
         print(f"Fine-tuned {args.task}: best val_{result.metric} {result.best_metric:.4f} at epoch "
@@ -75,6 +77,13 @@ def add_parser(commands):
     add("--null-score-threshold", type=finite_number, metavar="X",
         help="squad v2.0: answer nothing when the no-answer score beats the best span by more (default 0)")
     add("--from-scratch", action="store_true", help="random initial weights (a baseline)")
+    add("--lora-rank", type=positive_int, metavar="N",
+        help="tune rank-N LoRA adapters instead of the whole encoder; the run's presets hold the adapters and "
+        "the head and name PRESET as their base")
+    add("--lora-alpha", type=finite_number, metavar="X", help="the adapters' scale is X / rank (default: the rank)")
+    add("--lora-targets", metavar="A,B,...",
+        help="the dense layers adapted in every block, among qkv, attention_output, intermediate, output "
+        "(default: all four)")
     add("--seed", type=int, default=0, metavar="N",
         help="the seed of the head's initial weights, shuffling and dropout (default 0)")
     add("--verbose", type=int, default=1, choices=(0, 1, 2),

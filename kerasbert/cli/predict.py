@@ -56,7 +56,7 @@ def run(args):
 def _classify(task, texts, batch_size, run):
     import numpy as np
 
-    from kerasbert.runs.finetuning import log_softmax
+    from kerasbert.runs.scores import log_softmax
 
     logits = np.asarray(task.predict(texts, batch_size=batch_size))  # (n, num_classes)
     pairs = isinstance(texts, tuple)

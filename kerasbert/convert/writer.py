@@ -3,6 +3,7 @@
 
 import os
 
+import keras
 import numpy as np
 
 from kerasbert.convert.configs import CHECKPOINT_PREFIX, CLASS_PREFIX, MODEL_TYPES, huggingface_config
@@ -50,7 +51,8 @@ def _head_tensors_of(task, model_type, heads):
 
 
 def _numpy(variable):
-    return np.asarray(variable.numpy(), dtype=np.float32)
+    # A variable, or a computed kernel (a LoRA layer's `kernel`: the adapter folded in).
+    return np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
 
 
 def _write_checkpoint(directory, config, tensors):

@@ -34,6 +34,7 @@ import os
 import keras
 import numpy as np
 
+from kerasbert.layers.lora import DEFAULT_TARGETS, check_targets, lora_layers
 from kerasbert.runs.options import (  # noqa: F401 (re-exported)
     BEST,
     CLASSIFICATION_METRICS,
@@ -45,6 +46,7 @@ from kerasbert.runs.options import (  # noqa: F401 (re-exported)
     TASKS,
 )
 from kerasbert.runs.records import extend_history, start_run
+from kerasbert.runs.scores import classification_scores, regression_scores
 from kerasbert.utils.checks import check_bool, check_choice, check_int, check_number
 from kerasbert.utils.io import replacing_directory, write_json
 
@@ -193,78 +195,6 @@ def _read_classification(settings):
     return train, validation
 
 
-def log_softmax(logits):
-    logits = logits.astype(np.float64)
-    shifted = logits - logits.max(-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
-
-
-def _pearson(a, b):
-    a, b = a - a.mean(), b - b.mean()
-    denominator = np.sqrt((a * a).sum() * (b * b).sum())
-    return float((a * b).sum() / denominator) if denominator > 0 else 0.0
-
-
-def _ranks(values):
-    """Ranks from 0, ties sharing their average rank (as scipy's rankdata)."""
-    order = np.argsort(values, kind="stable")
-    ranks = np.empty(len(values))
-    ranks[order] = np.arange(len(values))
-    _, group = np.unique(values, return_inverse=True)
-    return (np.bincount(group, ranks) / np.bincount(group))[group]
-
-
-def regression_scores(predictions, targets):
-    """Pearson and Spearman correlations (GLUE's STS-B metrics) and the
-    mean squared error of predicted scores; a correlation with a constant
-    side is 0.
-
-    Examples:
-    >>> scores = regression_scores(np.array([0.1, 0.4, 0.2]), np.array([1.0, 3.0, 2.0]))
-    >>> round(scores["pearson"], 4), scores["spearman"], round(scores["mean_squared_error"], 4)
-    (0.982, 1.0, 3.6033)
-    """
-    predictions = np.asarray(predictions, np.float64).reshape(-1)
-    targets = np.asarray(targets, np.float64).reshape(-1)
-    return {
-        "pearson": _pearson(predictions, targets),
-        "spearman": _pearson(_ranks(predictions), _ranks(targets)),
-        "mean_squared_error": float(np.mean((predictions - targets) ** 2)),
-    }
-
-
-def classification_scores(logits, targets):
-    """Accuracy, Matthews correlation (CoLA's metric, multi-class by
-    Gorodkin's formula), cross-entropy `loss` and, for two classes, the F1
-    of class 1 (MRPC's and QQP's metric).
-
-    Examples:
-    >>> logits = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 3.0]])
-    >>> scores = classification_scores(logits, np.array([0, 1, 1, 1]))
-    >>> scores["accuracy"], round(scores["f1"], 4), round(scores["matthews_correlation"], 4)
-    (0.75, 0.8, 0.5774)
-    """
-    logits = np.asarray(logits)
-    targets = np.asarray(targets).astype(np.int64).reshape(-1)
-    classes = logits.shape[-1]
-    predicted = logits.argmax(-1)
-    confusion = np.zeros((classes, classes), np.float64)
-    np.add.at(confusion, (targets, predicted), 1.0)
-    total, correct = confusion.sum(), np.trace(confusion)
-    true, guessed = confusion.sum(1), confusion.sum(0)
-    denominator = np.sqrt((total ** 2 - (guessed ** 2).sum()) * (total ** 2 - (true ** 2).sum()))
-    scores = {
-        "accuracy": float(correct / total),
-        "matthews_correlation": float((correct * total - (guessed * true).sum()) / denominator)
-        if denominator > 0 else 0.0,
-        "loss": float(-log_softmax(logits)[np.arange(len(targets)), targets].mean()),
-    }
-    if classes == 2:
-        hits = confusion[1, 1]
-        scores["f1"] = float(2 * hits / (true[1] + guessed[1])) if hits else 0.0
-    return scores
-
-
 # -- the run --------------------------------------------------------------------
 
 def _squad_windows(sequence_length, doc_stride, max_question_length):
@@ -329,11 +259,28 @@ class Validator:
         return {k: float(v) for k, v in scores.items() if not k.endswith("total")}
 
 
+def _check_lora(settings):
+    """Resolves the LoRA settings (alpha: the rank; targets: all four)."""
+    if settings["lora_rank"] is None:
+        for name in ("lora_alpha", "lora_targets"):
+            if settings[name] is not None:
+                raise ValueError(f"{_flag(name)}={settings[name]!r} needs lora_rank (--lora-rank).")
+        return
+    if settings["from_scratch"]:
+        raise ValueError("lora_rank (--lora-rank) adapts the preset's weights; from_scratch (--from-scratch) "
+                         "trains random ones in full. Give one of them.")
+    settings["lora_alpha"] = float(settings["lora_rank"] if settings["lora_alpha"] is None else settings["lora_alpha"])
+    targets = DEFAULT_TARGETS if settings["lora_targets"] is None else settings["lora_targets"]
+    settings["lora_targets"] = list(check_targets(targets, _flag("lora_targets")))
+
+
 def _save_preset(model, directory, record):
     """Writes the task preset and its record beside `directory`, then puts
-    them in its place as a whole (`replacing_directory`)."""
+    them in its place as a whole (`replacing_directory`); a LoRA run's
+    preset holds its adapters and head, naming its base."""
+    options = {"adapters_only": True} if lora_layers(getattr(model, "encoder", model)) else {}
     with replacing_directory(directory, overwrite=True) as staged:
-        model.save_to_preset(staged)
+        model.save_to_preset(staged, **options)
         write_json(os.path.join(staged, RECORD_FILE), record, seal=True)
 
 
@@ -414,6 +361,9 @@ def finetune(
     patience=None,
     null_score_threshold=None,
     from_scratch=False,
+    lora_rank=None,
+    lora_alpha=None,
+    lora_targets=None,
     seed=0,
     callbacks=None,
     verbose=1,
@@ -481,6 +431,12 @@ def finetune(
             has impossible questions, else None (always a span).
         from_scratch: random initial weights (a baseline) instead of the
             preset's.
+        lora_rank, lora_alpha, lora_targets: tune low-rank adapters of this
+            rank instead of the whole encoder (`Task.enable_lora`; alpha
+            defaults to the rank, targets to all four: "qkv",
+            "attention_output", "intermediate", "output"). The run's presets
+            then hold the adapters and the head, and name `preset` as their
+            base (`save_to_preset(adapters_only=True)`).
         seed: the seed of the head's initial weights, shuffling and dropout.
         callbacks: extra Keras callbacks for `fit`; they run before each
             epoch's validation.
@@ -499,11 +455,12 @@ def finetune(
                           ("max_answer_length", 1)):
         check_int(_flag(name), settings[name], minimum)
     for name, minimum in (("sequence_length", 1), ("patience", 1), ("doc_stride", 0),
-                          ("max_question_length", 1)):
+                          ("max_question_length", 1), ("lora_rank", 1)):
         check_int(_flag(name), settings[name], minimum, allow_none=True)
     numbers_checked = (("learning_rate", 0, np.inf, True), ("head_learning_rate_multiplier", 0, np.inf, True),
                        ("layer_decay", 0, 1, True), ("weight_decay", 0, np.inf, False),
-                       ("warmup_fraction", 0, 1, False), ("null_score_threshold", -np.inf, np.inf, False))
+                       ("warmup_fraction", 0, 1, False), ("null_score_threshold", -np.inf, np.inf, False),
+                       ("lora_alpha", 0, np.inf, True))
     for name, low, high, low_open in numbers_checked:
         check_number(_flag(name), settings[name], low, high, low_open=low_open, allow_none=True)
     for name in ("regression", "header", "crf", "from_scratch"):
@@ -516,6 +473,7 @@ def finetune(
     for name, default in (("doc_stride", None), ("max_question_length", None), ("max_answer_length", 30),
                           ("null_score_threshold", None)):
         _check_only_for(task, name, settings[name], default, ("squad",))
+    _check_lora(settings)
     if labels is not None:
         if isinstance(labels, str) or not all(isinstance(label, str) for label in labels):
             raise TypeError(f"labels must be a list of names such as ['0', '1'] or ['O', 'B-PER']; got {labels!r}.")
@@ -576,6 +534,8 @@ def finetune(
     # The task, compiled with the recipe.
     keras.utils.set_random_seed(seed)
     model = _build_task(settings)
+    if lora_rank is not None:
+        model.enable_lora(lora_rank, alpha=settings["lora_alpha"], targets=tuple(settings["lora_targets"]))
     recipe = {k: settings[k] for k in ("learning_rate", "head_learning_rate_multiplier", "layer_decay",
                                        "weight_decay", "warmup_fraction")}
     model.compile(accumulation_steps=accumulation_steps, jit_compile=jit_compile, **recipe)

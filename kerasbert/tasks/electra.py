@@ -382,6 +382,12 @@ class ElectraPretrainer(Task):
     def _targets(self, raw=False):
         return mask_targets(self.discriminator)
 
+    def enable_lora(self, rank, alpha=None, targets=None):
+        raise TypeError(
+            "ElectraPretrainer trains a generator and a discriminator from scratch; LoRA adapts one pretrained "
+            "encoder to a task. Enable it on the task built on the pretrained discriminator (TextClassifier, ...)."
+        )
+
     def compile(self, optimizer="auto", **kwargs):
         """`compile` with AdamW by default; the loss is built in (see the
         class docstring), so `loss` and `metrics` are not accepted."""

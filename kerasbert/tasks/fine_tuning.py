@@ -501,6 +501,10 @@ class FineTuningTask(Task):
         outputs = self._packed_predictor(documents)(rows, training=False)  # (rows, documents, ...)
         return keras.tree.map_structure(lambda output: tf.gather_nd(output, where), outputs)  # (batch, ...)
 
+    def _forget_steps(self):
+        super()._forget_steps()
+        _PACKED_PREDICTORS.pop(self, None)
+
     def _packed_predictor(self, documents):
         """A model of this task's layers: packed features -> `_packed_outputs`,
         compiled as the task is (one per `documents`, kept until the task is

@@ -12,15 +12,16 @@ import numpy as np
 
 from kerasbert.distribution import StepByStep, spans_host_devices, torch_data_parallel
 from kerasbert.encoder import Encoder
+from kerasbert.layers.lora import DEFAULT_TARGETS
 from kerasbert.preprocessing.datasets import select_inputs
-from kerasbert.tasks import process_steps
+from kerasbert.tasks import adapters, process_steps
 from kerasbert.tasks.training_faults import (
     NonFiniteLoss,
     NonFiniteLossGuard,
     is_out_of_memory,
     out_of_memory_message,
 )
-from kerasbert.utils.checks import abbreviated, check_int
+from kerasbert.utils.checks import abbreviated, check_bool, check_int
 from kerasbert.utils.examples import check_sample_weight, check_targets, checked_dataset, input_errors
 from kerasbert.utils.features import check_features, check_host_features
 from kerasbert.utils.hardware import cpu_multiplies_bfloat16
@@ -405,6 +406,7 @@ class Task(keras.Model):
             kwargs["preprocessor"] = cls._default_preprocessor(preset, encoder, sequence_length)
         task = cls(encoder, **kwargs)
         task.family = preset_family(preset)
+        task.base_preset = adapters.base_reference(preset)
         directory = huggingface_checkpoint_directory(preset) if load_weights and head_weights else None
         if directory is not None:
             assign_head_weights(task, directory)
@@ -422,7 +424,9 @@ class Task(keras.Model):
                 f"{directory} holds a {spec.get('class_name')}, not a {cls.__name__}; "
                 f"load it with kerasbert.{spec.get('class_name')}.from_preset."
             )
-        encoder = from_preset(preset, load_weights=load_weights, dtype=dtype)
+        # An adapter preset's encoder and tokenizer are its base's.
+        base = spec["base"]["preset"] if "lora" in spec else adapters.base_reference(preset)
+        encoder = from_preset(base, load_weights=load_weights, dtype=dtype)
         config = checked_arguments(cls, spec.get("config"), f"{spec_file}: 'config'",
                                    reserved=("encoder", "preprocessor"))
         arguments = {**config, **kwargs}
@@ -431,12 +435,18 @@ class Task(keras.Model):
                                              f"{spec_file}: 'preprocessor'", reserved=("tokenizer",)))
             if sequence_length is not None:
                 options["sequence_length"] = sequence_length
-            arguments["preprocessor"] = cls.preprocessor_class.from_preset(directory, **options)
+            arguments["preprocessor"] = cls.preprocessor_class.from_preset(base, **options)
         task = cls(encoder, **arguments)
-        task.family = preset_family(preset)
+        task.family = preset_family(base)
+        task.base_preset = base
         if load_weights:
             check_recorded(directory, TASK_WEIGHTS_FILE, spec, spec_file)
+            if "lora" in spec:
+                check_recorded(directory, adapters.ADAPTERS_FILE, spec, spec_file)
+                adapters.assign_adapters(task, spec, directory, spec_file)
             task._assign_task_weights(os.path.join(directory, TASK_WEIGHTS_FILE))
+        elif "lora" in spec:
+            task.enable_lora(spec["lora"]["rank"], alpha=spec["lora"]["alpha"], targets=tuple(spec["lora"]["targets"]))
         return task
 
     @classmethod
@@ -489,34 +499,75 @@ class Task(keras.Model):
         for name, variable in variables.items():
             variable.assign(tensors[name])
 
-    def save_to_preset(self, preset_dir):
+    def save_to_preset(self, preset_dir, adapters_only=False, base=None):
         """Writes the whole task as a kerasbert preset directory: the
         encoder (`preset.json`, `encoder.safetensors`, which
-        `kerasbert.from_preset` loads alone), the tokenizer's files, and
-        `task.json` + `task.safetensors` (the task's arguments and head
-        weights), which `from_preset` of this class reads back. The
-        directory is replaced as a whole, keeping files of others
-        (`kerasbert.utils.io.updating_directory`); the task file records
-        its weights' size and digest."""
+        `kerasbert.from_preset` loads alone; LoRA adapters folded in), the
+        tokenizer's files, and `task.json` + `task.safetensors` (the task's
+        arguments and head weights), which `from_preset` of this class
+        reads back. The directory is replaced as a whole, keeping files of
+        others (`kerasbert.utils.io.updating_directory`); the task file
+        records its weights' size and digest.
+
+        `adapters_only=True` writes a task tuned with `enable_lora` as its
+        adapters, head and arguments alone, naming `base` (by default the
+        preset the task was loaded from), whose encoder and tokenizer
+        `from_preset` loads them onto (`kerasbert.tasks.adapters`)."""
         from kerasbert.utils.preset_files import write_encoder_files
 
         family = getattr(self, "family", None)
         config = {key: value for key, value in self._task_config.items() if key not in ("encoder", "preprocessor")}
         preprocessor = getattr(self, "preprocessor", None)
+        spec = {"class_name": type(self).__name__, "config": config}
+        if check_bool("adapters_only", adapters_only):
+            spec.update(adapters.adapter_spec(self, getattr(self, "base_preset", None) if base is None else base))
         with updating_directory(preset_dir) as staged:
-            write_encoder_files(self.encoder, staged, os.path.basename(os.path.normpath(preset_dir)),
-                                {"family": family} if family else None)
+            if adapters_only:
+                write_safetensors(os.path.join(staged, adapters.ADAPTERS_FILE),
+                                  adapters.adapter_tensors_by_target(self.encoder), {"format": "kerasbert"})
+            else:
+                write_encoder_files(self.encoder, staged, os.path.basename(os.path.normpath(preset_dir)),
+                                    {"family": family} if family else None)
             if preprocessor is not None:
-                preprocessor.tokenizer.save_to_preset(staged)
+                if not adapters_only:
+                    preprocessor.tokenizer.save_to_preset(staged)
                 preprocessor = {k: v for k, v in preprocessor.get_config().items()
                                 if k not in ("tokenizer", "name", "trainable", "dtype")}
             tensors = {v.path: np.asarray(keras.ops.convert_to_numpy(v), np.float32)
                        for v in self._head_variables()}
             write_safetensors(os.path.join(staged, TASK_WEIGHTS_FILE), tensors, {"format": "kerasbert"})
             write_json(os.path.join(staged, TASK_FILE),
-                       {"class_name": type(self).__name__, "config": config, "preprocessor": preprocessor,
-                        "files": digests(staged, (TASK_WEIGHTS_FILE,))}, seal=True)
+                       {**spec, "preprocessor": preprocessor,
+                        "files": digests(staged, (TASK_WEIGHTS_FILE,) + (adapters.ADAPTERS_FILE,) * adapters_only)},
+                       seal=True)
         return preset_dir
+
+    # -- LoRA ------------------------------------------------------------------
+
+    def enable_lora(self, rank, alpha=None, targets=DEFAULT_TARGETS):
+        """Fine-tunes through low-rank adapters: freezes the encoder and
+        puts a rank-`rank` adapter, scaled by `alpha / rank`, on each dense
+        layer `targets` names in every block ("qkv", "attention_output",
+        "intermediate", "output"; `Encoder.enable_lora`); the head stays
+        trainable. Compile after enabling. `save_to_preset(dir,
+        adapters_only=True)` writes the adapters and the head alone;
+        `merge_lora()` folds the adapters in (before export, for one)."""
+        self.encoder.enable_lora(rank, alpha, targets)
+        self._forget_steps()
+
+    def merge_lora(self):
+        """Folds the adapters into the encoder's kernels and removes them;
+        the task computes as before, and trains in full again."""
+        self.encoder.merge_lora()
+        self._forget_steps()
+
+    def _forget_steps(self):
+        # The trainable weights changed: steps traced for the old ones are
+        # stale, and a built optimizer's slots belong to them.
+        self.train_function = self.test_function = self.predict_function = None
+        optimizer = getattr(self, "optimizer", None)
+        if optimizer is not None and optimizer.built:
+            self.compiled = False
 
 
 def load_task(preset):

@@ -5,8 +5,6 @@ refuses a file that does not match its record."""
 
 import os
 
-import numpy as np
-
 from kerasbert.utils.integrity import check_recorded, digests
 from kerasbert.utils.io import read_json, updating_directory, write_json, write_safetensors
 
@@ -51,11 +49,9 @@ def write_encoder_files(encoder, directory, name, spec=None, metadata=None):
     spec.pop("weights", None)
     spec["name"] = spec.get("name", name)
     spec["encoder"] = config
-    spec["metadata"] = {**spec.get("metadata", {}), "parameter_count": int(encoder.count_params()),
+    tensors = encoder.weight_tensors()  # LoRA adapters folded in
+    spec["metadata"] = {**spec.get("metadata", {}), "parameter_count": int(sum(t.size for t in tensors.values())),
                         **(metadata or {})}
-    tensors = {
-        v.path: np.asarray(v.numpy(), dtype=np.float32) for v in encoder.weights
-    }
     write_safetensors(os.path.join(directory, WEIGHTS_FILE), tensors, {"format": "kerasbert"})
     spec["files"] = digests(directory, (WEIGHTS_FILE, *TOKENIZER_FILES))
     write_json(os.path.join(directory, PRESET_FILE), spec, seal=True)
