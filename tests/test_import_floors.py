@@ -20,6 +20,7 @@ FLOORS = {
     "kerasbert.checkpointing": 0,
     "kerasbert.distribution": 0,
     "kerasbert.encoder": 1,
+    "kerasbert.encoder_arguments": 1,
     "kerasbert.presets": 2,
     "kerasbert.convert": 2,
     "kerasbert.tokenizers": 3,
