@@ -261,7 +261,34 @@ def roofline_table(data):
     return "\n".join(lines)
 
 
+def lora_table(data):
+    """LoRA against full fine-tuning (benchmarks/lora.py)."""
+    sweep = ", ".join(f"{s['rate']:g}: {100 * s['accuracy_mean']:.2f}%" for s in data.get("sweep", []))
+    lines = ["| backend | fine-tuning | trained parameters | test accuracy % (mean ± sd) | epoch s | step ms | "
+             "peak RSS MiB | task preset MB |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in data["results"]:
+        name = "full" if r["mode"] == "full" else f"LoRA rank {data['rank']} ({', '.join(data['targets'])})"
+        lines.append(f"| {r['backend']} | {name} | {r['trainable_parameters']:,.0f} "
+                     f"({100 * r['trainable_share']:.2f}%) | {100 * r['accuracy_mean']:.2f} ± "
+                     f"{100 * r['accuracy_std']:.2f} | {r['train_s']:.1f} | {r['step_ms']:.0f} | "
+                     f"{r['peak_rss_mb']:.0f} | {r['preset_bytes'] / 1e6:.2f} |")
+    lines.append("")
+    for r in data["results"]:
+        if r["mode"] == "lora":
+            lines.append(f"- {r['backend']}: LoRA {100 * r['accuracy_vs_full']:+.2f} points of accuracy; "
+                         f"step time {r['step_ms_vs_full']:.2f}×, epoch {r['train_s_vs_full']:.2f}×, peak memory "
+                         f"{r['peak_rss_mb_vs_full']:.2f}×, preset size {r['preset_bytes_vs_full']:.3f}× full "
+                         "fine-tuning's (medians of per-seed ratios).")
+    lines.append("")
+    lines.append(f"{len(data['results'][0]['accuracies'])} seeds, {data['date']}, commit "
+                 f"{data.get('commit') or 'not recorded'}, {data['machine']}. The adapters' rate, {data['rate']:g}, "
+                 f"was chosen on validation rows (validation accuracy by rate: {sweep}); full fine-tuning runs "
+                 f"the benchmark's recipe at {data['full_rate']:g}.")
+    return "\n".join(lines)
+
+
 TABLES = {
+    "lora.json": lora_table,
     "pretraining_float32.json": pretraining_table,
     "pretraining_bfloat16.json": pretraining_table,
     "finetuning.json": finetuning_table,
