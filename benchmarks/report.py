@@ -264,11 +264,11 @@ def roofline_table(data):
 def lora_table(data):
     """LoRA against full fine-tuning (benchmarks/lora.py)."""
     sweep = ", ".join(f"{s['rate']:g}: {100 * s['accuracy_mean']:.2f}%" for s in data.get("sweep", []))
-    lines = ["| backend | fine-tuning | trained parameters | test accuracy % (mean ± sd) | epoch s | step ms | "
+    lines = ["| fine-tuning | backend | trained parameters | test accuracy % (mean ± sd) | epoch s | step ms | "
              "peak RSS MiB | task preset MB |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in data["results"]:
         name = "full" if r["mode"] == "full" else f"LoRA rank {data['rank']} ({', '.join(data['targets'])})"
-        lines.append(f"| {r['backend']} | {name} | {r['trainable_parameters']:,.0f} "
+        lines.append(f"| {name} | {r['backend']} | {r['trainable_parameters']:,.0f} "
                      f"({100 * r['trainable_share']:.2f}%) | {100 * r['accuracy_mean']:.2f} ± "
                      f"{100 * r['accuracy_std']:.2f} | {r['train_s']:.1f} | {r['step_ms']:.0f} | "
                      f"{r['peak_rss_mb']:.0f} | {r['preset_bytes'] / 1e6:.2f} |")
