@@ -34,8 +34,7 @@ def numpy(variable):
     return np.asarray(keras.ops.convert_to_numpy(variable))
 
 
-@pytest.mark.parametrize("targets", [ALL_TARGETS, ("qkv", "attention_output")], ids=["all", "attention"])
-def test_adapters_compute_what_peft_computes(tmp_path, targets):
+def test_adapters_compute_what_peft_computes(tmp_path, targets=ALL_TARGETS):
     """PEFT adapts the query, key and value projections apart; one adapter
     on the fused QKV is theirs with one A shared by the three and B's three
     column blocks."""
@@ -86,6 +85,7 @@ def test_training_moves_the_adapters_and_the_head_alone(tmp_path):
     x = encoder_inputs(task.encoder, lengths=(9, 6, 3, 8), seed=2)
     y = np.array([0, 1, 1, 0])
     base = task.predict(x, verbose=0)
+    trainable = {v.path for v in task.trainable_weights}
     task.enable_lora(2, targets=("qkv", "attention_output"))
     np.testing.assert_allclose(task.predict(x, verbose=0), base, atol=1e-6)  # B starts at zeros
     adapters = {getattr(layer, n).path for layer in lora_layers(task.encoder) for n in ADAPTER_NAMES}
@@ -104,10 +104,8 @@ def test_training_moves_the_adapters_and_the_head_alone(tmp_path):
     np.testing.assert_allclose(loaded.predict(x, verbose=0), lora, atol=1e-5)
     task.merge_lora()
     np.testing.assert_allclose(task.predict(x, verbose=0), lora, atol=1e-5)
-    assert {v.path for v in task.trainable_weights} == {v.path for v in task.weights if v.trainable} and not [
-        v for v in task.weights if "lora" in v.path]
-    task.compile(learning_rate=1e-2, warmup_fraction=0.0)
-    task.fit(x, y, batch_size=4, epochs=1, verbose=0)  # in full again
+    assert not [v for v in task.weights if "lora" in v.path]
+    assert {v.path for v in task.trainable_weights} == trainable  # trained in full again
 
 
 def test_shared_blocks_share_their_adapters():
