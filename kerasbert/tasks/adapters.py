@@ -39,17 +39,18 @@ def base_digest(encoder):
     return digest.hexdigest()
 
 
+def _adapter_variables(encoder, targets):
+    """{"<target>/<block>/<lora_kernel_a|b>": variable} of the adapters on
+    `encoder`'s `targets`."""
+    return {f"{target}/{index}/{name}": getattr(layer, name) for target in targets
+            for index, layer in enumerate(target_layers(encoder, (target,))) for name in ADAPTER_NAMES}
+
+
 def adapter_tensors_by_target(encoder):
     """{"<target>/<block>/<lora_kernel_a|b>": float32 array} of the adapters
     on `encoder`."""
-    settings = adapter_settings(encoder)
-    tensors = {}
-    for target in settings["targets"]:
-        for index, layer in enumerate(target_layers(encoder, (target,))):
-            for name in ADAPTER_NAMES:
-                tensors[f"{target}/{index}/{name}"] = np.asarray(
-                    keras.ops.convert_to_numpy(getattr(layer, name)), np.float32)
-    return tensors
+    variables = _adapter_variables(encoder, adapter_settings(encoder)["targets"])
+    return {key: np.asarray(keras.ops.convert_to_numpy(v), np.float32) for key, v in variables.items()}
 
 
 def adapter_spec(task, base):
@@ -78,8 +79,7 @@ def assign_adapters(task, spec, directory, spec_file):
     task.enable_lora(settings["rank"], alpha=settings["alpha"], targets=tuple(settings["targets"]))
     path = os.path.join(directory, ADAPTERS_FILE)
     tensors = read_safetensors(path)
-    expected = {f"{t}/{i}/{n}": getattr(layer, n) for t in settings["targets"]
-                for i, layer in enumerate(target_layers(task.encoder, (t,))) for n in ADAPTER_NAMES}
+    expected = _adapter_variables(task.encoder, settings["targets"])
     if set(tensors) != set(expected):
         raise ValueError(f"{path} holds adapters {sorted(tensors)[:4]}..., but the base's encoder with "
                          f"{settings} has {sorted(expected)[:4]}...")
