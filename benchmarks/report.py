@@ -287,7 +287,33 @@ def lora_table(data):
     return "\n".join(lines)
 
 
+def quantization_table(data):
+    """int8 and int4 against float32 (benchmarks/quantization.py)."""
+    lines = ["| quantization | backend | test accuracy % (mean ± sd) | vs float32 (points) | labels as float32's | "
+             f"{data['timed_rows']} rows s (× float32) | weights MB (× float32) |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in data["results"]:
+        where = r["backend"] if r["kind"] == "predict" else "SavedModel (TensorFlow)"
+        seconds, ratio = (r["predict_s"], r["predict_s_vs_float32"]) if r["kind"] == "predict" else \
+            (r["serve_s"], r["serve_s_vs_float32"])
+        size, size_ratio = (r["preset_bytes"], r["preset_bytes_vs_float32"]) if r["kind"] == "predict" else \
+            (r["saved_model_bytes"], r["saved_model_bytes_vs_float32"])
+        reference = r["mode"] == "float32"
+        lines.append(f"| {r['mode']} | {where} | {100 * r['accuracy_mean']:.2f} ± {100 * r['accuracy_std']:.2f} | "
+                     + ("— | — | " if reference else f"{100 * r['accuracy_vs_float32']:+.2f} | "
+                                                     f"{100 * r['agreement']:.2f}% | ")
+                     + f"{seconds:.2f}" + ("" if reference else f" ({ratio:.2f}×)") + f" | {size / 1e6:.1f}"
+                     + ("" if reference else f" ({1 / size_ratio:.2f}× smaller)") + " |")
+    lines.append("")
+    lines.append(f"{len(data['results'][0]['accuracies'])} seeds, {data['date']}, commit "
+                 f"{data.get('commit') or 'not recorded'}, {data['machine']}. Times are medians of "
+                 f"{data['rounds']} alternating rounds over the first {data['timed_rows']} test rows, batches of "
+                 f"{data['batch']}; weights are the task preset's weight files (the SavedModel's `variables/`).")
+    return "\n".join(lines)
+
+
 TABLES = {
+    "quantization.json": quantization_table,
     "lora.json": lora_table,
     "pretraining_float32.json": pretraining_table,
     "pretraining_bfloat16.json": pretraining_table,

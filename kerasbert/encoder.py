@@ -6,7 +6,7 @@ from keras import ops
 
 from kerasbert.distribution import check_shardable, megatron_layout_map
 from kerasbert.encoder_arguments import check_encoder_arguments
-from kerasbert.layers import lora
+from kerasbert.layers import lora, quantization
 from kerasbert.layers.dense import Dense
 from kerasbert.layers.dropout import Dropout
 from kerasbert.layers.embeddings import PositionEmbedding
@@ -390,6 +390,7 @@ class Encoder(keras.Model):
         pooled = pooler_dense(first_token) if pooler else first_token
         outputs = {"sequence_output": x, "pooled_output": pooled}
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        quantization.unwrap_quantize(self)
         if dtype is not None:
             # Functional models do not record the policy their layers use.
             self.dtype_policy = keras.dtype_policies.get(dtype)
@@ -411,10 +412,11 @@ class Encoder(keras.Model):
             setattr(self, key, value)
 
     def get_config(self):
+        policy = quantization.recorded_policy(self.dtype_policy, quantization.quantized_modes(self))
         return {
             "name": self.name,
             "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "dtype": keras.dtype_policies.serialize(policy),
             **self._encoder_config,
         }
 
@@ -432,7 +434,18 @@ class Encoder(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        policy, modes = quantization.split_policy(config.get("dtype"))
+        encoder = cls(**{**config, "dtype": policy})
+        quantization.requantize(encoder, modes, "the config's dtype")
+        return encoder
+
+    def quantize(self, mode, config=None):
+        """Quantizes the encoder's dense layers and embedding tables in
+        `mode` ("int8", "int4" or "float8"; see
+        `kerasbert.layers.quantization`) through Keras's own quantization
+        (`config`: a `keras.quantizers.QuantizationConfig` for that mode).
+        Presets and `.keras` files record it."""
+        quantization.quantize(self, mode, config)
 
     # -- LoRA (kerasbert.layers.lora) -------------------------------------------
 
@@ -450,8 +463,9 @@ class Encoder(keras.Model):
         lora.merge_lora(self)
 
     def weight_tensors(self):
-        """{variable path: float32 array} of the encoder's weights, adapters
-        folded into their kernels (what `save_to_preset` writes)."""
+        """{variable path: array} of the encoder's weights, adapters folded
+        into their kernels (what `save_to_preset` writes): float32, and
+        quantized weights in their integer dtype."""
         return lora.weight_tensors(self)
 
     @classmethod

@@ -74,7 +74,9 @@ def write_saved_model(task, path, options):
     # walking the whole task (1.2-1.7 s more an export) would find no more.
     archive.track(task.preprocessor)
     for name in ("variables", "trainable_variables", "non_trainable_variables"):
-        archive.add_variable_collection(name, getattr(task, name))  # as track(task) lists them
+        # As track(task) lists them. The TensorFlow variables inside Keras's: the archive saves those
+        # the endpoint reads, and a Keras variable listed beside them would be saved a second time.
+        archive.add_variable_collection(name, [variable.value for variable in getattr(task, name)])
     archive.add_endpoint(SIGNATURE, serve, input_signature=input_signature)
     archive.write_out(path, verbose=False)
 

@@ -246,11 +246,13 @@ def _names_code(value):
 def _load_kerasbert_directory(directory, load_weights, dtype):
     from kerasbert.encoder import Encoder
     from kerasbert.layers.initializers import placeholder_weights
+    from kerasbert.layers.quantization import requantize
 
     path = os.path.join(directory, PRESET_FILE)
     spec = read_json(path, "kerasbert preset file")
     with placeholder_weights(load_weights):  # all assigned below
         encoder = Encoder(**_encoder_kwargs(spec, path), dtype=dtype)
+        requantize(encoder, spec.get("quantization", {}), f"{path}: 'quantization'")
     if load_weights:
         check_recorded(directory, WEIGHTS_FILE, spec, path)
         _assign_weights(encoder, os.path.join(directory, WEIGHTS_FILE))

@@ -53,11 +53,14 @@ def encoder_inputs(encoder, lengths=(9, 6, 1), seq=None, seed=0, pad_id=0):
 
 
 def to_numpy(outputs):
+    """A model's outputs as {name: array}; one output is named "output"."""
+    if not isinstance(outputs, dict):
+        outputs = {"output": outputs}
     return {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in outputs.items()}
 
 
 def run(encoder, inputs):
-    """The encoder's outputs (inference) as NumPy arrays. On JAX traced
+    """The outputs (inference) of the encoder or task as NumPy arrays (`to_numpy`). On JAX traced
     and compiled whole, as `predict` and `fit` run it (JAX's op-by-op
     dispatch compiles every op for every new shape: test_encoder,
     test_huggingface and test_pretraining_heads took 112 s on JAX with

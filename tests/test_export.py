@@ -5,7 +5,9 @@ imports Keras itself), giving `predict`'s outputs. On JAX and torch each
 export rebuilds the task in a TensorFlow subprocess (about 8 s each), so the
 exports are made once for the module and served by one process. What the
 backend changes is the weights the subprocess receives, the same for every
-task: there one classifier is exported (through `kerasbert export`); the
+task: there one classifier is exported (through `kerasbert export`, with
+its weights quantized to int8, which the preset the subprocess reads
+records); the
 other tasks, whose exports differ from it only in the graph TensorFlow
 builds, in the tensorflow pass. Each newer member
 (DistilBERT, XLM-RoBERTa, DeBERTa-v3, ModernBERT) exports a task with its own
@@ -99,7 +101,7 @@ def tiny_encoder(num_segments=2):
 def exported(minilm_tokenizer, tmp_path_factory):
     """Every task exported, then all served by one process: a pair
     classifier (`export(pairs=True)`), a classifier with class names through
-    `kerasbert export`, a regressor, an embedder exported over a directory
+    `kerasbert export --quantize int8`, a regressor, an embedder exported over a directory
     that held a user's file (refused, then `overwrite=True`), a tagger with a
     CRF, a question answerer and a masked LM."""
     keras.utils.set_random_seed(0)
@@ -141,7 +143,9 @@ def exported(minilm_tokenizer, tmp_path_factory):
     if "filler" in EXPORTED:
         models["filler"].export(paths["filler"], top_k=3)
     models["command"].save_to_preset(root / "task")
-    assert cli.main(["export", str(root / "task"), str(paths["command"])]) == 0
+    assert cli.main(["export", str(root / "task"), str(paths["command"]), "--quantize", "int8"]) == 0
+    models["command"] = kerasbert.TextClassifier.from_preset(root / "task")
+    models["command"].quantize("int8")  # what the command served
     paths["embedder"].mkdir()
     (paths["embedder"] / "mine.txt").write_text("keep me")
     with pytest.raises(FileExistsError, match="overwrite=True"):

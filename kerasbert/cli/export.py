@@ -20,6 +20,8 @@ def run(args):
         raise ValueError(f"--pairs is for TextClassifier presets; {args.preset} holds a {kind}.")
     only_for(kind, "MaskedLM", args, ("top_k",))
     only_for(kind, "QuestionAnswerer", args, ("n_best_size", "max_answer_length", "null_score_threshold"))
+    if args.quantize is not None:
+        task.quantize(args.quantize)
     path = task.export(args.output, overwrite=args.overwrite, **options)
     print(f"SavedModel written: {path} (signature serving_default; docs/export.md)")
     return 0
@@ -45,5 +47,8 @@ def add_parser(commands):
         help="question answering: the best starts and ends of each window paired into spans (default: the "
         "task's, 20 unless set)")
     add_answer_flags(add)
+    add("--quantize", choices=("int8", "int4"),
+        help="serve quantized weights: the dense layers and embedding tables in int8 or int4 (Keras's "
+        "quantization; docs/export.md)")
     add("--overwrite", action="store_true", help="replace OUTPUT if it exists (only once the new export is complete)")
     parser.set_defaults(run=run)

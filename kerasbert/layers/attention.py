@@ -71,6 +71,10 @@ class SelfAttention(keras.layers.Layer):
     (the same row through the query projection); the three sum, scaled by
     `1 / sqrt(3 * head_dim)`.
 
+    A quantized fused kernel (`kerasbert.layers.quantization`) is not read:
+    the layer that holds it is called on every row, and the query rows are
+    taken from its output.
+
     With `local_window=w` the attention is a sliding window: a token
     attends only to tokens at most `w // 2` positions away, in blocks whose
     memory is linear in the sequence length (`local_attention`); keys are
@@ -120,8 +124,8 @@ class SelfAttention(keras.layers.Layer):
         self.dropout = dropout
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        # Never called: it holds the fused kernel and bias, whose column
-        # blocks `_project` multiplies.
+        # It holds the fused kernel and bias, whose column blocks `_project`
+        # multiplies; called only when quantized.
         self.qkv = keras.layers.Dense(
             3 * hidden_dim,
             use_bias=use_bias,
@@ -173,12 +177,21 @@ class SelfAttention(keras.layers.Layer):
         # is two graph ops, traced per call (docs/performance_history.md).
         batch, seq = ops.shape(inputs)[:2]
         queries = seq if query_positions is None else ops.shape(rows)[1]
-        # The fused kernel and bias read once, in three column blocks: (hidden, hidden) and (hidden,) each.
-        kernels = ops.split(ops.cast(self.qkv.kernel, self.compute_dtype), 3, axis=1)
-        biases = ops.split(ops.cast(self.qkv.bias, self.compute_dtype), 3) if self.use_bias else (None,) * 3
-        query = self._project(rows, kernels[0], biases[0], (batch, queries))  # (batch, queries, heads, head_dim)
-        key = self._project(inputs, kernels[1], biases[1], (batch, seq))  # (batch, seq, heads, head_dim)
-        value = self._project(inputs, kernels[2], biases[2], (batch, seq))  # (batch, seq, heads, head_dim)
+        quantized = self.qkv.quantization_mode is not None
+        if quantized:
+            # Keras's quantized product of the whole fused kernel, on every row.
+            query, key, value = ops.split(self.qkv(inputs), 3, axis=-1)  # (batch, seq, hidden) each
+            if query_positions is not None:
+                query = gather_rows(query, query_positions)  # (batch, queries, hidden)
+            query = ops.reshape(query, (batch, queries, self.num_heads, self.head_dim))
+            key, value = (ops.reshape(x, (batch, seq, self.num_heads, self.head_dim)) for x in (key, value))
+        else:
+            # The fused kernel and bias read once, in three column blocks: (hidden, hidden) and (hidden,) each.
+            kernels = ops.split(ops.cast(self.qkv.kernel, self.compute_dtype), 3, axis=1)
+            biases = ops.split(ops.cast(self.qkv.bias, self.compute_dtype), 3) if self.use_bias else (None,) * 3
+            query = self._project(rows, kernels[0], biases[0], (batch, queries))  # (batch, queries, heads, head_dim)
+            key = self._project(inputs, kernels[1], biases[1], (batch, seq))  # (batch, seq, heads, head_dim)
+            value = self._project(inputs, kernels[2], biases[2], (batch, seq))  # (batch, seq, heads, head_dim)
         if rotary is not None:
             query, key = rotate(query, *query_rotary), rotate(key, *rotary)
         scale = 1.0 / float(self.head_dim) ** 0.5  # a constant, not ops on the head dimension
@@ -187,9 +200,13 @@ class SelfAttention(keras.layers.Layer):
         if relative is not None:
             scale = 1.0 / float(3 * self.head_dim) ** 0.5
             table, index = relative
-            rows_of_table = (1, ops.shape(table)[0])
-            position_queries = self._project(table[None], kernels[0], biases[0], rows_of_table)[0]
-            position_keys = self._project(table[None], kernels[1], biases[1], rows_of_table)[0]
+            heads = (ops.shape(table)[0], self.num_heads, self.head_dim)  # (2 * span, heads, head_dim)
+            if quantized:
+                position_queries, position_keys, _ = (ops.reshape(x, heads)
+                                                      for x in ops.split(self.qkv(table), 3, axis=-1))
+            else:
+                position_queries = self._project(table[None], kernels[0], biases[0], (1, heads[0]))[0]
+                position_keys = self._project(table[None], kernels[1], biases[1], (1, heads[0]))[0]
             if query_positions is not None:
                 index = ops.take(index, ops.cast(query_positions, "int32"), axis=0)  # (batch, queries, seq)
             bias = disentangled_bias(query, key, position_queries, position_keys, index)

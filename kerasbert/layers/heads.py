@@ -8,6 +8,7 @@ from kerasbert.layers.activations import get_activation
 from kerasbert.layers.attention import gather_rows
 from kerasbert.layers.dense import Dense
 from kerasbert.layers.initializers import clone_initializer
+from kerasbert.layers.quantization import embedding_table
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
@@ -94,7 +95,7 @@ class MaskedLMHead(keras.layers.Layer):
             # Gather first: (batch, num_masked, hidden), never (batch, seq, vocab).
             x = gather_rows(sequence_output, mask_positions)
         x = self.layer_norm(self._activation_fn(self.dense(x)))  # (batch, num_masked, width)
-        table = ops.cast(self.token_embedding.embeddings, self.compute_dtype)  # (vocab, width)
+        table = embedding_table(self.token_embedding, self.compute_dtype)  # (vocab, width)
         logits = ops.matmul(x, ops.transpose(table))  # (batch, num_masked, vocab)
         return ops.cast(logits, "float32") + ops.cast(self.bias, "float32")
 

@@ -13,6 +13,7 @@ other weight of the encoder is frozen while adapters are on.
 import keras
 import numpy as np
 
+from kerasbert.layers.quantization import one_collection, stored_array
 from kerasbert.utils.checks import check_int, check_number
 
 # Target name -> the path of attributes from a transformer block to its dense layer.
@@ -67,7 +68,8 @@ def enable_lora(encoder, rank, alpha=None, targets=DEFAULT_TARGETS):
     layers = target_layers(encoder, targets)
     for layer in layers:
         if layer.quantization_mode is not None:
-            raise ValueError(f"{layer.path} is quantized ({layer.quantization_mode}); enable LoRA before quantize().")
+            raise ValueError(f"{layer.path} is quantized ({layer.quantization_mode}); enable LoRA before quantize(), "
+                             "train, then merge_lora() and quantize.")
     frozen = [variable for variable in encoder.weights if variable.trainable]
     for variable in frozen:
         variable.trainable = False
@@ -88,15 +90,16 @@ def merged_kernel(layer):
 def merge_lora(encoder):
     """Folds each adapter of `encoder` into its kernel, removes the adapters'
     weights and makes the weights `enable_lora` froze trainable again."""
-    for layer in lora_layers(encoder):
-        merged = merged_kernel(layer)
-        layer._tracker.unlock()
-        for name in ADAPTER_NAMES:
-            delattr(layer, name)
-        layer._tracker.lock()
-        layer.lora_enabled = False
-        layer.lora_rank = layer.lora_alpha = None
-        layer._kernel.assign(merged)
+    with one_collection():  # Keras collects garbage at each deleted variable
+        for layer in lora_layers(encoder):
+            merged = merged_kernel(layer)
+            layer._tracker.unlock()
+            for name in ADAPTER_NAMES:
+                delattr(layer, name)
+            layer._tracker.lock()
+            layer.lora_enabled = False
+            layer.lora_rank = layer.lora_alpha = None
+            layer._kernel.assign(merged)
     frozen = set(getattr(encoder, "_lora_frozen", ()))
     for variable in encoder.weights:
         if variable.path in frozen:
@@ -113,11 +116,11 @@ def adapter_settings(encoder):
 
 
 def base_tensors(encoder):
-    """{variable path: float32 array} of `encoder`'s weights without its
-    adapters' own: the frozen base they adapt."""
+    """{variable path: array} of `encoder`'s weights without its adapters'
+    own: the frozen base they adapt (float32; quantized weights in their
+    integer dtype)."""
     adapters = adapter_tensors(encoder)
-    return {v.path: np.asarray(keras.ops.convert_to_numpy(v), np.float32) for v in encoder.weights
-            if v.path not in adapters}
+    return {v.path: stored_array(v) for v in encoder.weights if v.path not in adapters}
 
 
 def weight_tensors(encoder):

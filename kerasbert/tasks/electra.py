@@ -388,6 +388,12 @@ class ElectraPretrainer(Task):
             "encoder to a task. Enable it on the task built on the pretrained discriminator (TextClassifier, ...)."
         )
 
+    def quantize(self, mode, config=None):
+        raise TypeError(
+            "ElectraPretrainer trains a generator and a discriminator from scratch; quantize the task built on "
+            "the pretrained discriminator (TextClassifier, ...) for inference."
+        )
+
     def compile(self, optimizer="auto", **kwargs):
         """`compile` with AdamW by default; the loss is built in (see the
         class docstring), so `loss` and `metrics` are not accepted."""

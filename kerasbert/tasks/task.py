@@ -12,6 +12,7 @@ import numpy as np
 
 from kerasbert.distribution import StepByStep, spans_host_devices, torch_data_parallel
 from kerasbert.encoder import Encoder
+from kerasbert.layers import quantization
 from kerasbert.layers.lora import DEFAULT_TARGETS
 from kerasbert.preprocessing.datasets import select_inputs
 from kerasbert.tasks import adapters, process_steps
@@ -162,6 +163,7 @@ class Task(keras.Model):
         # Functional models do not record the policy their layers use.
         self.dtype_policy = policy_source.dtype_policy
         self._task_config = config
+        quantization.unwrap_quantize(self)
 
     def _set_preprocessor(self, preprocessor):
         wanted = self.preprocessor_class or keras.layers.Layer
@@ -184,6 +186,10 @@ class Task(keras.Model):
 
     def get_config(self):
         config = {"name": self.name, "trainable": self.trainable}
+        head_modes = quantization.quantized_modes(self, skip=self.encoder)  # the encoder's config has its own
+        if head_modes:
+            config["dtype"] = keras.dtype_policies.serialize(
+                quantization.recorded_policy(self.encoder.dtype_policy, head_modes))
         for key, value in self._task_config.items():
             if isinstance(value, keras.layers.Layer):
                 value = keras.saving.serialize_keras_object(value)
@@ -193,10 +199,13 @@ class Task(keras.Model):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
+        _, head_modes = quantization.split_policy(config.pop("dtype", None))  # the encoder's policy rules
         for key, value in config.items():
             if isinstance(value, dict) and "class_name" in value:
                 config[key] = keras.saving.deserialize_keras_object(value)
-        return cls(**config)
+        task = cls(**config)
+        quantization.requantize(task, head_modes, "the config's dtype")
+        return task
 
     # -- training ------------------------------------------------------------
 
@@ -437,6 +446,7 @@ class Task(keras.Model):
                 options["sequence_length"] = sequence_length
             arguments["preprocessor"] = cls.preprocessor_class.from_preset(base, **options)
         task = cls(encoder, **arguments)
+        quantization.requantize(task, spec.get("quantization", {}), f"{spec_file}: 'quantization'")
         task.family = preset_family(base)
         task.base_preset = base
         if load_weights:
@@ -519,6 +529,9 @@ class Task(keras.Model):
         config = {key: value for key, value in self._task_config.items() if key not in ("encoder", "preprocessor")}
         preprocessor = getattr(self, "preprocessor", None)
         spec = {"class_name": type(self).__name__, "config": config}
+        head_modes = quantization.quantized_modes(self, skip=self.encoder)
+        if head_modes:
+            spec["quantization"] = head_modes
         if check_bool("adapters_only", adapters_only):
             spec.update(adapters.adapter_spec(self, getattr(self, "base_preset", None) if base is None else base))
         with updating_directory(preset_dir) as staged:
@@ -533,8 +546,7 @@ class Task(keras.Model):
                     preprocessor.tokenizer.save_to_preset(staged)
                 preprocessor = {k: v for k, v in preprocessor.get_config().items()
                                 if k not in ("tokenizer", "name", "trainable", "dtype")}
-            tensors = {v.path: np.asarray(keras.ops.convert_to_numpy(v), np.float32)
-                       for v in self._head_variables()}
+            tensors = {v.path: quantization.stored_array(v) for v in self._head_variables()}
             write_safetensors(os.path.join(staged, TASK_WEIGHTS_FILE), tensors, {"format": "kerasbert"})
             write_json(os.path.join(staged, TASK_FILE),
                        {**spec, "preprocessor": preprocessor,
@@ -559,6 +571,19 @@ class Task(keras.Model):
         """Folds the adapters into the encoder's kernels and removes them;
         the task computes as before, and trains in full again."""
         self.encoder.merge_lora()
+        self._forget_steps()
+
+    # -- quantization ----------------------------------------------------------
+
+    def quantize(self, mode, config=None):
+        """Quantizes the encoder's and the head's dense layers and embedding
+        tables in `mode` through Keras's own quantization (`config`: a
+        `keras.quantizers.QuantizationConfig` for that mode; see
+        `kerasbert.layers.quantization`): "int8" or "int4" weights for
+        inference, or "float8" computation that `fit` trains.
+        `save_to_preset`, `.keras` files and `export` keep the quantized
+        weights. Compile again after quantizing."""
+        quantization.quantize(self, mode, config)
         self._forget_steps()
 
     def _forget_steps(self):

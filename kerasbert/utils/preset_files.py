@@ -5,6 +5,7 @@ refuses a file that does not match its record."""
 
 import os
 
+from kerasbert.layers.quantization import quantized_modes
 from kerasbert.utils.integrity import check_recorded, digests
 from kerasbert.utils.io import read_json, updating_directory, write_json, write_safetensors
 
@@ -49,6 +50,9 @@ def write_encoder_files(encoder, directory, name, spec=None, metadata=None):
     spec.pop("weights", None)
     spec["name"] = spec.get("name", name)
     spec["encoder"] = config
+    modes = quantized_modes(encoder)
+    if modes:
+        spec["quantization"] = modes  # {layer path: mode}: quantized again on loading, then assigned
     tensors = encoder.weight_tensors()  # LoRA adapters folded in
     spec["metadata"] = {**spec.get("metadata", {}), "parameter_count": int(sum(t.size for t in tensors.values())),
                         **(metadata or {})}
