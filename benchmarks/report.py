@@ -305,8 +305,13 @@ def quantization_table(data):
                      + f"{seconds:.2f}" + ("" if reference else f" ({ratio:.2f}×)") + f" | {size / 1e6:.1f}"
                      + ("" if reference else f" ({1 / size_ratio:.2f}× smaller)") + " |")
     lines.append("")
-    lines.append(f"{len(data['results'][0]['accuracies'])} seeds, {data['date']}, commit "
-                 f"{data.get('commit') or 'not recorded'}, {data['machine']}. Times are medians of "
+    measured = {}
+    for r in data["results"]:
+        for stamp in r.get("measured", [f"{data['date']} {data.get('commit')}"]):
+            measured.setdefault(stamp, set()).add(r["kind"])
+    where = "; ".join(f"{' and '.join(sorted(kinds))} rows {stamp.split()[0]}, commit {stamp.split()[1]}"
+                      for stamp, kinds in measured.items())
+    lines.append(f"{len(data['results'][0]['accuracies'])} seeds ({where}), {data['machine']}. Times are medians of "
                  f"{data['rounds']} alternating rounds over the first {data['timed_rows']} test rows, batches of "
                  f"{data['batch']}; weights are the task preset's weight files (the SavedModel's `variables/`).")
     return "\n".join(lines)
