@@ -293,13 +293,13 @@ def quantization_table(data):
              f"{data['timed_rows']} rows s (× float32) | weights MB (× float32) |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for r in data["results"]:
-        where = r["backend"] if r["kind"] == "predict" else "SavedModel (TensorFlow)"
+        name = r["mode"] if r["kind"] == "predict" else f"{r['mode']}, SavedModel"
         seconds, ratio = (r["predict_s"], r["predict_s_vs_float32"]) if r["kind"] == "predict" else \
             (r["serve_s"], r["serve_s_vs_float32"])
         size, size_ratio = (r["preset_bytes"], r["preset_bytes_vs_float32"]) if r["kind"] == "predict" else \
             (r["saved_model_bytes"], r["saved_model_bytes_vs_float32"])
         reference = r["mode"] == "float32"
-        lines.append(f"| {r['mode']} | {where} | {100 * r['accuracy_mean']:.2f} ± {100 * r['accuracy_std']:.2f} | "
+        lines.append(f"| {name} | {r['backend']} | {100 * r['accuracy_mean']:.2f} ± {100 * r['accuracy_std']:.2f} | "
                      + ("— | — | " if reference else f"{100 * r['accuracy_vs_float32']:+.2f} | "
                                                      f"{100 * r['agreement']:.2f}% | ")
                      + f"{seconds:.2f}" + ("" if reference else f" ({ratio:.2f}×)") + f" | {size / 1e6:.1f}"

@@ -5,7 +5,6 @@ refuses a file that does not match its record."""
 
 import os
 
-from kerasbert.layers.quantization import quantized_modes
 from kerasbert.utils.integrity import check_recorded, digests
 from kerasbert.utils.io import read_json, updating_directory, write_json, write_safetensors
 
@@ -49,6 +48,8 @@ def write_encoder_files(encoder, directory, name, spec=None, metadata=None):
     spec = dict(spec or {})
     spec.pop("weights", None)
     spec["name"] = spec.get("name", name)
+    from kerasbert.layers.quantization import quantized_modes  # imports Keras, which `kerasbert presets` needs not
+
     spec["encoder"] = config
     modes = quantized_modes(encoder)
     if modes:
