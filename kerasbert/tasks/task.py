@@ -578,7 +578,9 @@ class Task(keras.Model):
     def quantize(self, mode, config=None):
         """Quantizes the encoder's and the head's dense layers and embedding
         tables in `mode` through Keras's own quantization (`config`: a
-        `keras.quantizers.QuantizationConfig` for that mode; see
+        `keras.quantizers.QuantizationConfig` for that mode, given to the
+        dense layers and the embedding tables alike, so leave its weight
+        quantizer None for each kind's own; see
         `kerasbert.layers.quantization`): "int8" or "int4" weights for
         inference, or "float8" computation that `fit` trains.
         `save_to_preset`, `.keras` files and `export` keep the quantized
