@@ -17,6 +17,14 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def directory_bytes(path, names=None):
+    """The bytes of the files under `path` (only those named `names`, when given)."""
+    total = 0
+    for base, _, files in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(base, f)) for f in files if names is None or f in names)
+    return total
+
+
 def machine():
     """This machine as the results name it: "<cores> × <CPU model name>"."""
     model = "unknown CPU"

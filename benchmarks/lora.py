@@ -36,15 +36,11 @@ import tempfile
 import time
 
 import numpy as np
-from common import alternating, peak_rss_mb, run_stamp, run_worker
+from common import alternating, directory_bytes, peak_rss_mb, run_stamp, run_worker
 from finetuning import BATCH, LEARNING_RATE, MAX_TOKENS, RECIPES, WEIGHT_DECAY, split
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN, TEST, VALIDATION = 4000, 2000, 800
-
-
-def directory_bytes(path):
-    return sum(os.path.getsize(os.path.join(path, name)) for name in os.listdir(path))
 
 
 def run(mode, seed, rate, rank, targets, validation):

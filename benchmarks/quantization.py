@@ -32,20 +32,13 @@ import tempfile
 import time
 
 import numpy as np
-from common import alternating, run_stamp, run_worker
+from common import alternating, directory_bytes, run_stamp, run_worker
 from finetuning import BATCH, LEARNING_RATE, MAX_TOKENS, RECIPES, WEIGHT_DECAY, split
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN, TEST = 4000, 2000
 MODES = ("float32", "int8", "int4")
 WEIGHT_FILES = ("encoder.safetensors", "task.safetensors")
-
-
-def directory_bytes(path, names=None):
-    total = 0
-    for base, _, files in os.walk(path):
-        total += sum(os.path.getsize(os.path.join(base, f)) for f in files if names is None or f in names)
-    return total
 
 
 def train(seed, preset):

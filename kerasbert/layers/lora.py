@@ -131,5 +131,5 @@ def weight_tensors(encoder):
 
 def adapter_tensors(encoder):
     """{variable path: float32 array} of the adapters' weights."""
-    return {getattr(layer, name).path: np.asarray(keras.ops.convert_to_numpy(getattr(layer, name)), np.float32)
+    return {getattr(layer, name).path: stored_array(getattr(layer, name))
             for layer in lora_layers(encoder) for name in ADAPTER_NAMES}

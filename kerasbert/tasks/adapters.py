@@ -13,10 +13,10 @@ variable path, so that they load onto any encoder of the base's shape.
 import hashlib
 import os
 
-import keras
 import numpy as np
 
 from kerasbert.layers.lora import ADAPTER_NAMES, adapter_settings, base_tensors, target_layers
+from kerasbert.layers.quantization import stored_array
 from kerasbert.utils.io import read_safetensors
 
 ADAPTERS_FILE = "adapters.safetensors"
@@ -50,7 +50,7 @@ def adapter_tensors_by_target(encoder):
     """{"<target>/<block>/<lora_kernel_a|b>": float32 array} of the adapters
     on `encoder`."""
     variables = _adapter_variables(encoder, adapter_settings(encoder)["targets"])
-    return {key: np.asarray(keras.ops.convert_to_numpy(v), np.float32) for key, v in variables.items()}
+    return {key: stored_array(v) for key, v in variables.items()}
 
 
 def adapter_spec(task, base):

@@ -44,12 +44,13 @@ def write_preset(encoder, preset_dir, spec=None, metadata=None):
 def write_encoder_files(encoder, directory, name, spec=None, metadata=None):
     """Writes `encoder.safetensors`, then `preset.json` with its records,
     into `directory` (`save_to_preset` without the directory swap)."""
+    # Imported here: it imports Keras, which `kerasbert presets` runs without.
+    from kerasbert.layers.quantization import quantized_modes
+
     config = {k: v for k, v in encoder.get_config().items() if k not in ("name", "trainable", "dtype")}
     spec = dict(spec or {})
     spec.pop("weights", None)
     spec["name"] = spec.get("name", name)
-    from kerasbert.layers.quantization import quantized_modes  # imports Keras, which `kerasbert presets` needs not
-
     spec["encoder"] = config
     modes = quantized_modes(encoder)
     if modes:
