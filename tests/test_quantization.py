@@ -193,6 +193,8 @@ def test_quantize_errors():
         task.quantize("int4")
     with pytest.raises(ValueError, match=r"is quantized \(int8\); enable LoRA before quantize\(\)"):
         task.enable_lora(2)
+    with pytest.raises(ValueError, match=r"quantized \(\['int8'\]\); a Hugging Face checkpoint holds float"):
+        kerasbert.convert.to_huggingface(task, "unused")
     with pytest.raises(TypeError, match="ElectraPretrainer trains a generator"):
         kerasbert.ElectraPretrainer(None, tiny_encoder()).quantize("int8")
 
