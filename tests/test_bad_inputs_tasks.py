@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import torch_pass_only
 
 import kerasbert
 from kerasbert.cli import main
@@ -391,6 +392,7 @@ def presets(tasks, tmp_path_factory):
     return root
 
 
+@torch_pass_only
 @pytest.mark.parametrize(("command", "message"), [
     (["predict", "{root}/classifier", "a", "--batch-size", "0"],
      "argument --batch-size: must be a positive integer; got '0'"),

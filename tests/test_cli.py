@@ -1,4 +1,6 @@
-"""The `kerasbert` command."""
+"""The `kerasbert` command. Each pass runs it as a console script and
+predicts with it; its parsing, files and messages, the same on every
+backend, are checked once, in the torch pass."""
 
 import argparse
 import json
@@ -10,6 +12,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+from helpers import torch_pass_only
 
 import kerasbert
 from kerasbert.cli import build_parser, main
@@ -17,6 +20,7 @@ from kerasbert.runs.scores import classification_scores
 from kerasbert.utils.io import read_safetensors
 
 
+@torch_pass_only
 def test_presets_table_lists_every_preset(capsys):
     assert main(["presets"]) == 0
     out = capsys.readouterr().out
@@ -27,6 +31,7 @@ def test_presets_table_lists_every_preset(capsys):
     assert "109.5M" in out  # bert_base_en_uncased
 
 
+@torch_pass_only
 def test_presets_family_filter(capsys):
     main(["presets", "--family", "roberta"])
     rows = capsys.readouterr().out.splitlines()[2:]
@@ -42,6 +47,7 @@ def test_presets_family_filter(capsys):
     assert "--family 'gpt2'" in error and "'modernbert'" in error
 
 
+@torch_pass_only
 def test_unknown_command_exits_with_usage():
     with pytest.raises(SystemExit) as info:
         main(["nonsense"])
@@ -59,6 +65,7 @@ def test_console_script_runs_without_framework_log_lines():
     assert result.stderr == ""  # TensorFlow's C++ start-up lines included
 
 
+@torch_pass_only
 def test_help_imports_no_framework():
     probe = ("import sys\nfrom kerasbert.cli import main\ntry:\n    main(['finetune', '--help'])\n"
              "except SystemExit:\n    pass\nprint(sorted({'keras', 'tensorflow', 'jax', 'torch'} & set(sys.modules)))")
@@ -67,6 +74,7 @@ def test_help_imports_no_framework():
     assert "--task" in result.stdout and result.stdout.splitlines()[-1] == "[]"
 
 
+@torch_pass_only
 def test_docs_presets_table_is_current(capsys):
     main(["presets", "--markdown"])
     table = capsys.readouterr().out
@@ -180,6 +188,7 @@ def test_predict_prints_a_json_line_per_text(presets, tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["predictions.jsonl", "texts.txt"]  # no temporary file left
 
 
+@torch_pass_only
 def test_pairs_are_read_two_by_two_or_tab_separated(tmp_path):
     """--pairs without running a model (a pair's prediction is the task's
     own business): TEXT arguments two by two, or a tab in each line."""
@@ -193,6 +202,7 @@ def test_pairs_are_read_two_by_two_or_tab_separated(tmp_path):
     assert from_file == from_arguments == expected
 
 
+@torch_pass_only
 def test_evaluate_reads_the_file_as_the_run_did(presets, tmp_path, capsys):
     """No flags: the run's run.json says the file has no header, the text
     in column 1, the label in column 0, and the class names."""
@@ -207,6 +217,7 @@ def test_evaluate_reads_the_file_as_the_run_did(presets, tmp_path, capsys):
     assert json.loads(output.read_text()) == printed
 
 
+@torch_pass_only
 def test_embed_writes_the_embedders_vectors(presets, tmp_path, capsys):
     """--normalize overrides the preset's normalize=False."""
     texts = ["A man is eating food.", "Bread.", "A man is eating a piece of bread with his hands."]
@@ -221,6 +232,7 @@ def test_embed_writes_the_embedders_vectors(presets, tmp_path, capsys):
     np.testing.assert_allclose(vectors, expected, atol=1e-5, rtol=0)
 
 
+@torch_pass_only
 def test_predict_tags_entities(presets, capsys):
     texts = ["Ada Lovelace was born in London .", "Nothing here", "Paris and Berlin and Rome"]
     assert main(["predict", presets["paths"]["tagger"], *texts]) == 0
@@ -231,6 +243,7 @@ def test_predict_tags_entities(presets, capsys):
     assert any(records[i]["entities"] for i in range(3))  # something to compare
 
 
+@torch_pass_only
 def test_evaluate_question_answering_with_the_tasks_null_threshold(presets, capsys):
     """SQuAD v2.0, scored with the official metrics (and HasAns/NoAns, and
     the counts) and the task's null-score threshold, under which no question
@@ -245,6 +258,7 @@ def test_evaluate_question_answering_with_the_tasks_null_threshold(presets, caps
         assert value == pytest.approx(expected[name], abs=1e-6), name
 
 
+@torch_pass_only
 def test_convert_round_trips_an_encoder_through_hugging_face(tmp_path, minilm_tokenizer, capsys):
     encoder = tiny_encoder()
     checkpoint = tmp_path / "hf"
@@ -269,6 +283,7 @@ def test_convert_round_trips_an_encoder_through_hugging_face(tmp_path, minilm_to
     assert (tmp_path / "hf2" / "vocab.txt").is_file()
 
 
+@torch_pass_only
 def test_convert_round_trips_a_task_preset(presets, tmp_path):
     """Task preset -> BertForSequenceClassification -> task preset: the
     same class, the same weights, the tokenizer along."""
@@ -285,6 +300,7 @@ def test_convert_round_trips_a_task_preset(presets, tmp_path):
     assert restored.preprocessor is not None  # the tokenizer came along
 
 
+@torch_pass_only
 def test_convert_refuses_an_existing_output(presets, tmp_path, capsys):
     output = tmp_path / "out"
     output.mkdir()
@@ -300,6 +316,7 @@ def test_convert_refuses_an_existing_output(presets, tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["out"]  # no staging directory left behind
 
 
+@torch_pass_only
 @pytest.mark.parametrize(
     ("command", "message"),
     [
@@ -334,6 +351,7 @@ def test_bad_input_exits_2_with_a_message_that_names_it(presets, tmp_path, capsy
     assert sorted(os.listdir(tmp_path)) == ["one_column.txt", "typo.txt"]  # nothing written
 
 
+@torch_pass_only
 def test_every_flag_is_explained_and_documented():
     """--help explains every flag of every command; docs/cli.md names every
     command and flag, and the exit codes are in the top-level help."""

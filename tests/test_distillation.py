@@ -80,6 +80,7 @@ def test_task_distillation_loss_is_the_soft_cross_entropy_and_falls():
     np.testing.assert_array_equal(numpy_of(out["teacher_logits"]), numpy_of(teacher(x)))  # teacher unchanged
 
 
+@torch_pass_only
 def test_pretraining_distillation_has_distilberts_three_losses():
     teacher = kerasbert.MaskedLM(tiny_encoder(num_layers=4, num_segments=0))
     distiller = kerasbert.Distiller(teacher, student_task(teacher, 2), soft_weight=5.0, hard_weight=2.0,

@@ -11,6 +11,7 @@ import os
 import keras
 import numpy as np
 import pytest
+from helpers import torch_pass_only
 
 import kerasbert
 from kerasbert.cli import main
@@ -97,6 +98,7 @@ def test_classification_keeps_the_best_epoch_and_stops_early(tiny_preset, tmp_pa
         finetune("classification", tiny_preset, SST2, output, **FAST)
 
 
+@torch_pass_only
 def test_command_line_fine_tunes_sentence_pairs(tiny_preset, tmp_path, capsys):
     """MRPC's two string columns and its label column, found by name; without
     a validation file there is no best epoch, only the final preset."""
@@ -124,6 +126,7 @@ def test_command_line_fine_tunes_sentence_pairs(tiny_preset, tmp_path, capsys):
     assert info.value.code == 2 and "already exists" in capsys.readouterr().err
 
 
+@torch_pass_only
 def test_a_lora_run_keeps_adapter_presets_that_name_the_preset(tiny_preset, tmp_path, capsys):
     output = tmp_path / "lora"
     assert main(["finetune", "--task", "classification", "--preset", tiny_preset, "--train-file", SST2,
@@ -147,6 +150,7 @@ def test_a_lora_run_keeps_adapter_presets_that_name_the_preset(tiny_preset, tmp_
                                atol=1e-5)
 
 
+@torch_pass_only
 def test_ner_with_a_crf_is_scored_by_entities(tiny_preset, tmp_path):
     output = tmp_path / "ner"
     result = finetune("ner", tiny_preset, CONLL, output, validation_file=CONLL, crf=True, epochs=1,
@@ -162,6 +166,7 @@ def test_ner_with_a_crf_is_scored_by_entities(tiny_preset, tmp_path):
     assert saved["config"]["labels"] == result.labels == read(output / "run.json")["labels"]
 
 
+@torch_pass_only
 def test_squad_v2_is_scored_with_a_null_threshold(tiny_preset, tmp_path):
     output = tmp_path / "squad"
     # Windows of the encoder's 128 tokens (75 of them), with doc_stride and
@@ -181,6 +186,7 @@ def test_squad_v2_is_scored_with_a_null_threshold(tiny_preset, tmp_path):
     assert (saved["config"]["null_score_threshold"], saved["config"]["max_answer_length"]) == (0.0, 30)
 
 
+@torch_pass_only
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -205,6 +211,7 @@ def test_bad_flags_name_the_flag(tiny_preset, tmp_path, capsys, flags, message):
     assert not (tmp_path / "run").exists()  # refused before anything was written
 
 
+@torch_pass_only
 def test_bad_files_are_refused_before_training(tiny_preset, tmp_path):
     with pytest.raises(ValueError, match="regression=True"):  # STS-B scores read as classes
         finetune("classification", tiny_preset, STSB, tmp_path / "a", **FAST)

@@ -4,7 +4,7 @@ decay) against AdamW in numpy, weight-decay exclusions, serialization."""
 import keras
 import numpy as np
 import pytest
-from helpers import encoder_inputs, tiny_encoder
+from helpers import encoder_inputs, tiny_encoder, torch_pass_only
 
 import kerasbert
 from kerasbert.optimizers import AdamW, apply_weight_decay_exclusions, finetuning_optimizer, layer_depths
@@ -136,7 +136,7 @@ def token_id_data(rng, rows):
     return features, rng.integers(0, 3, rows)
 
 
-@pytest.mark.parametrize("accumulation_steps", [1, 3])
+@pytest.mark.parametrize("accumulation_steps", [pytest.param(1, marks=torch_pass_only), 3])
 def test_each_fit_runs_its_own_schedule_as_a_task_compiled_anew(accumulation_steps):
     # The recipe's schedule spans one fit: a second fit of another length
     # trains as the same task compiled again would (moments, accumulated

@@ -1,7 +1,13 @@
 """The fine-tuning tasks on every backend: fit and predict on raw text,
 under jit and mixed precision, round trips through `save_to_preset` and
 `.keras`, and their errors. Tiny encoders over the MiniLM vocabulary keep
-them fast; the samples in tests/data are in the real formats."""
+them fast; the samples in tests/data are in the real formats.
+
+Every pass trains each task kind (the CRF tagger for the taggers), predicts,
+round-trips a classifier and trains under mixed precision; what a task
+does with outputs computed alike on every backend (class names, readers'
+files, decoding options, other tasks' round trips) is checked once, in the
+torch pass."""
 
 import math
 import os
@@ -98,6 +104,7 @@ def test_predict_traces_the_tensorflow_graph_once_for_every_padded_length(minilm
     assert model.predict_function.experimental_get_tracing_count() == 1
 
 
+@torch_pass_only
 def test_classifier_pairs_and_regression(minilm_tokenizer, mrpc):
     model = text_classifier(minilm_tokenizer, num_classes=1)
     history = model.fit(mrpc.x, mrpc.y.astype("float32"), batch_size=5, epochs=2, verbose=0)
@@ -143,6 +150,7 @@ def test_a_preprocessor_longer_than_the_position_table_is_refused(minilm_tokeniz
     assert kerasbert.TextClassifier(encoder, num_classes=2, preprocessor=fits).preprocessor is fits
 
 
+@torch_pass_only
 def test_classifier_takes_class_names_and_reader_data(minilm_tokenizer, sst2, tmp_path):
     """Class names it knows are targets; `read_glue_tsv`'s data is mapped by
     name, whatever the file's own order of names."""
@@ -188,7 +196,8 @@ def token_classifier(tokenizer, labels, crf=False, dtype=None):
 LEARNING_EPOCHS = 20 if keras.backend.backend() == "torch" else 4
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["softmax", "crf"])
+# The softmax tagger is the classifier's head at every token: in the torch pass.
+@pytest.fixture(scope="module", params=[pytest.param(False, marks=torch_pass_only), True], ids=["softmax", "crf"])
 def ner(request, minilm_tokenizer, conll):
     """A token classifier (softmax or CRF) trained on the CoNLL sample."""
     keras.utils.set_random_seed(0)
@@ -230,6 +239,7 @@ def test_token_classifier_accuracy_is_that_of_the_predicted_tags(ner, conll):
         assert any((a != p).any() for a, p in zip(argmax, predicted))
 
 
+@torch_pass_only
 def test_a_file_read_for_a_trained_tagger_uses_its_labels(ner, conll, tmp_path):
     """A validation file with fewer tags than the training file: its own
     label list numbers them otherwise. Given as read, the task maps its tags
@@ -289,6 +299,7 @@ def test_entities_leave_out_the_punctuation_glued_to_words():
     assert _trimmed("in London . now", 3, 11) == (3, 9)  # "London ." of two words
 
 
+@torch_pass_only
 def test_token_classifier_round_trips(ner, conll, tmp_path):
     model, _ = ner
     expected = model.predict_tags(conll.words[:3])
@@ -346,6 +357,7 @@ def test_question_answerer_logs_name_each_metric(reader):
                                "start_logits_loss"]
 
 
+@torch_pass_only
 def test_question_answerer_decodes_with_its_own_settings(reader, squad_v2, tmp_path):
     """`null_score_threshold`, `max_answer_length` and `n_best_size` are
     the task's (kept by its presets); a call's arguments override them."""
@@ -367,6 +379,7 @@ def test_question_answerer_decodes_with_its_own_settings(reader, squad_v2, tmp_p
         kerasbert.QuestionAnswerer(model.encoder, null_score_threshold="0")
 
 
+@torch_pass_only
 def test_question_answerer_round_trips(reader, squad_v2, tmp_path):
     model, _ = reader
     expected = [a.text for a in model.predict_answers(squad_v2[:3])]
@@ -379,7 +392,7 @@ def test_question_answerer_round_trips(reader, squad_v2, tmp_path):
     assert [a.text for a in reloaded.predict_answers(squad_v2[:3])] == expected
 
 
-@pytest.mark.parametrize("task", ["ner-crf", "squad"])
+@pytest.mark.parametrize("task", ["ner-crf", pytest.param("squad", marks=torch_pass_only)])
 def test_tasks_train_under_mixed_precision(minilm_tokenizer, conll, squad_v2, task):
     if task == "squad":
         model = question_answerer(minilm_tokenizer, dtype="mixed_bfloat16")
@@ -394,6 +407,7 @@ def test_tasks_train_under_mixed_precision(minilm_tokenizer, conll, squad_v2, ta
 
 # --- TextEmbedder -----------------------------------------------------------
 
+@torch_pass_only
 def test_embedder_pools_and_round_trips(minilm_tokenizer, sst2, tmp_path):
     preprocessor = TextPreprocessor(minilm_tokenizer, sequence_length=64, pad_to_sequence_length=False)
     model = kerasbert.TextEmbedder(small_encoder(), pooling="cls", normalize=True, preprocessor=preprocessor)

@@ -24,6 +24,7 @@ from helpers import (
     randomize_torch_model,
     run,
     tensorflow_pass_only,
+    torch_pass_only,
 )
 from kerasbert.convert.weights import _normalise_names
 
@@ -265,6 +266,8 @@ def test_mismatched_config_and_weights(tmp_path):
         kerasbert.from_preset(str(tmp_path))
 
 
+# The same keras.ops program as the short inputs compared on every backend above: once, in the torch pass.
+@torch_pass_only
 def test_modernbert_matches_transformers_at_8192_tokens(tmp_path):
     """ModernBERT's whole context: one row of 8,192 tokens and one of 5,000
     padded to it, local layers with transformers' 128-token window."""

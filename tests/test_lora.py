@@ -8,7 +8,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from helpers import encoder_inputs, hf_outputs, make_hf_checkpoint, run, tiny_encoder
+from helpers import encoder_inputs, hf_outputs, make_hf_checkpoint, run, tiny_encoder, torch_pass_only
 
 import kerasbert
 from kerasbert.layers.lora import ADAPTER_NAMES, lora_layers
@@ -114,6 +114,7 @@ def test_shared_blocks_share_their_adapters():
     assert len(lora_layers(encoder)) == 4  # one block: its four dense layers
 
 
+@torch_pass_only
 def test_adapter_presets_load_onto_their_base(tmp_path, minilm_tokenizer):
     base = tmp_path / "base"
     kerasbert.save_to_preset(tiny_encoder(vocabulary_size=minilm_tokenizer.vocabulary_size(), num_layers=2), base)

@@ -1,13 +1,19 @@
 """MaskedLM, BertPretrainer and ElectraPretrainer on the current backend:
 masked-only logits with a tied decoder, per-objective metrics, ELECTRA's
-shared embeddings, in-graph sampling and loss, mixed precision, jit."""
+shared embeddings, in-graph sampling and loss, mixed precision, jit.
+
+What each backend computes differently runs in every pass: the heads'
+outputs, the weighted loss, ELECTRA's sampling, a compiled step against an
+eager one, gradients through the masked positions, mixed precision. What
+fit and compile make of those outputs (logs, schedules, configs, the
+sharing of embeddings) runs once, in the torch pass."""
 
 import warnings
 
 import keras
 import numpy as np
 import pytest
-from helpers import block_output_rows, tiny_encoder
+from helpers import block_output_rows, tiny_encoder, torch_pass_only
 from keras import ops
 
 import kerasbert
@@ -77,6 +83,7 @@ def test_masked_lm_fit_weights_the_loss_by_mask_weights():
     assert logs["accuracy"] == pytest.approx((correct * mask_weights).sum() / mask_weights.sum())
 
 
+@torch_pass_only
 def test_default_compile_trains_at_a_constant_rate():
     # compile() with no arguments: the pretraining recipe for a run of unknown length.
     encoder = tiny_encoder()
@@ -92,6 +99,7 @@ def test_default_compile_trains_at_a_constant_rate():
     assert float(pretrainer.optimizer._learning_rate(7)) == pytest.approx(1e-4)
 
 
+@torch_pass_only
 @pytest.mark.parametrize("sentence_task", ["nsp", None])  # "sop" is the same head (test_pretraining_heads)
 def test_bert_pretrainer_logs_every_objective(sentence_task):
     encoder = tiny_encoder()
@@ -119,6 +127,7 @@ def test_bert_pretrainer_rejects_unknown_sentence_task():
         kerasbert.BertPretrainer(tiny_encoder(), sentence_task="nsp2")
 
 
+@torch_pass_only
 def test_task_serialization_round_trip():
     model = kerasbert.BertPretrainer(tiny_encoder(), sentence_task="sop")
     rebuilt = kerasbert.BertPretrainer.from_config(model.get_config())
@@ -137,6 +146,7 @@ def electra(num_layers=3, **kwargs):
     return kerasbert.ElectraPretrainer(None, discriminator, seed=1, **kwargs)
 
 
+@torch_pass_only
 def test_electra_generator_size_and_shared_embeddings():
     pretrainer = electra()
     generator, discriminator = pretrainer.generator, pretrainer.discriminator
@@ -190,6 +200,7 @@ def test_electra_samples_from_the_generator_and_labels_replacements():
     assert loss == pytest.approx(mlm + 50 * rtd, rel=1e-4)
 
 
+@torch_pass_only
 def test_electra_fit_logs_both_objectives():
     pretrainer = electra(discriminator_weight=10.0)
     pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile="auto")
@@ -203,6 +214,7 @@ def test_electra_fit_logs_both_objectives():
         pretrainer.compile(loss="mse")
 
 
+@torch_pass_only
 def test_gradient_disentangled_sharing_trains_each_table_by_its_own_loss():
     """DeBERTa-v3's sharing: the masked LM alone moves the generator's
     table E_G, the replaced-token loss alone the residual E_delta, and the
@@ -249,6 +261,7 @@ def test_gradient_disentangled_sharing_trains_each_table_by_its_own_loss():
         kerasbert.ElectraPretrainer(None, discriminator, embedding_sharing="tied")
 
 
+@torch_pass_only
 def test_electra_generator_default_fractions_follow_the_paper():
     sizes = {}
     for name in ("electra_small_discriminator_en", "electra_base_discriminator_en",
@@ -362,7 +375,7 @@ def test_masked_lm_runs_its_last_layer_at_the_masked_positions_only(monkeypatch)
     assert rows == [SEQ] * (encoder.num_layers - 1) + [1 + P]
 
 
-@pytest.mark.parametrize("sentence_task", [None, "nsp"])
+@pytest.mark.parametrize("sentence_task", [None, pytest.param("nsp", marks=torch_pass_only)])
 def test_training_at_the_masked_positions_matches_training_on_the_full_output(sentence_task):
     """Gradients are unchanged: one SGD step of the pretrainer gives the
     weights of one step of the same model that computes the last layer

@@ -4,7 +4,9 @@
 layers); all-MiniLM-L6-v2 in int8 against transformers' float embeddings;
 quantized presets and `.keras` files that load back exactly; float8
 training with `fit`. The SavedModel of a quantized task is checked in
-test_export (`kerasbert export --quantize int8`)."""
+test_export (`kerasbert export --quantize int8`). The quantized outputs
+and float8 training run on every backend; the files, which hold the same
+arrays whatever the backend, and the errors once, in the torch pass."""
 
 import os
 
@@ -134,6 +136,7 @@ def test_int8_minilm_embeds_like_transformers_in_a_quarter_of_the_bytes(tmp_path
     assert size("float") / size("int8") >= 3.5
 
 
+@torch_pass_only
 def test_quantized_presets_and_keras_files_load_back_exactly(tmp_path):
     """An int4 task (two weights a byte, scales per block of rows) and an
     int8 encoder alone."""
@@ -177,6 +180,7 @@ def test_float8_trains_with_fit():
     assert numpy(layer.inputs_amax_history).max() > 0
 
 
+@torch_pass_only
 def test_quantize_errors():
     task = make_task("classifier")
     for mode in ("int3", None, 8):
@@ -199,6 +203,7 @@ def test_quantize_errors():
         kerasbert.ElectraPretrainer(None, tiny_encoder()).quantize("int8")
 
 
+@torch_pass_only
 def test_a_preset_that_names_unknown_layers_is_refused(tmp_path):
     encoder = tiny_encoder()
     encoder.quantize("int8")

@@ -8,7 +8,7 @@ import re
 import keras
 import numpy as np
 import pytest
-from helpers import encoder_inputs, kjv_chapters, tiny_encoder
+from helpers import encoder_inputs, kjv_chapters, tiny_encoder, torch_pass_only
 
 import kerasbert
 from kerasbert import checkpointing
@@ -129,6 +129,7 @@ def test_running_out_of_memory_says_what_to_shrink():
     assert type(info.value.__cause__) is type(_out_of_memory_error())
 
 
+@torch_pass_only
 def test_pretraining_stops_before_checkpointing_broken_weights(tmp_path, capsys):
     from kerasbert.cli import main
 
