@@ -370,7 +370,9 @@ def test_numpy_integers_count_as_integers():
     ("classifier", dict(top_k=3), TypeError, r"unexpected keyword argument 'top_k': a TextClassifier's serving "
                                              r"options are \['pairs'\]"),
     ("embedder", dict(pairs=True), TypeError, r"unexpected keyword argument 'pairs'.*are none"),
-    ("classifier", dict(path=None), TypeError, r"path must be the SavedModel directory to create"),
+    ("classifier", dict(path=None), TypeError, r"path must be the directory to create"),
+    ("classifier", dict(format="tflite"), ValueError, r"format='tflite' is not an export format; expected one of "
+                                                      r"\('saved_model', 'onnx', 'litert'\)"),
 ])
 def test_export_checks_its_arguments_before_writing(tasks, tmp_path, task, options, error, pattern):
     path = options.pop("path", tmp_path / "model")

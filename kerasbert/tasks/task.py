@@ -110,8 +110,11 @@ def text_signature(*names):
 
 
 def _task_preset_file(preset):
-    """The task file of a local task preset directory, else None."""
-    if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
+    """The task file of a local kerasbert task preset directory, else None
+    (a KerasHub task preset has a task.json of its own: it is converted)."""
+    from kerasbert.presets import is_keras_hub_directory
+
+    if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset) and not is_keras_hub_directory(preset):
         path = os.path.join(os.fspath(preset), TASK_FILE)
         return path if os.path.isfile(path) else None
     return None
@@ -358,20 +361,24 @@ class Task(keras.Model):
 
     # -- serving -------------------------------------------------------------
 
-    def export(self, filepath, overwrite=False, **options):
-        """Writes a SavedModel that takes raw text, the tokenizer inside
-        (see `kerasbert.export.export`), from any backend; returns its path.
-        `options` are the task's `serving_function` arguments."""
+    def export(self, filepath, overwrite=False, format="saved_model", **options):
+        """Writes the task for serving, from any backend, and returns its
+        path (see `kerasbert.export.export`): `format="saved_model"`, a
+        SavedModel that takes raw text, the tokenizer inside; `"onnx"`, the
+        model on token ids with the tokenizer's files beside it;
+        `"litert"`, a WordPiece `TextClassifier` taking raw text.
+        `options` are the task's `serving_function` arguments (SavedModel)."""
         from kerasbert.export import export
 
-        accepted = [n for n in inspect.signature(self.serving_function).parameters if n != "self"]
-        unknown = sorted(set(options) - set(accepted))
-        if unknown:
-            raise TypeError(
-                f"export() got an unexpected keyword argument {unknown[0]!r}: a {type(self).__name__}'s serving "
-                f"options are {accepted or 'none'}."
-            )
-        return export(self, filepath, overwrite=overwrite, **options)
+        if format == "saved_model":
+            accepted = [n for n in inspect.signature(self.serving_function).parameters if n != "self"]
+            unknown = sorted(set(options) - set(accepted))
+            if unknown:
+                raise TypeError(
+                    f"export() got an unexpected keyword argument {unknown[0]!r}: a {type(self).__name__}'s serving "
+                    f"options are {accepted or 'none'}."
+                )
+        return export(self, filepath, overwrite=overwrite, format=format, **options)
 
     def serving_function(self, **options):
         """`(fn, input_signature)`: the exported `serving_default`, a
