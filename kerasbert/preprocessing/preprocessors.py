@@ -130,8 +130,10 @@ class MaskedLMPreprocessor(TextPreprocessor):
     sample weight, ready for `fit`. A new mask is drawn at every call.
 
     Args:
-        tokenizer, sequence_length, truncate, pad_to_sequence_length: as
-            `TextPreprocessor`.
+        tokenizer: as `TextPreprocessor`.
+        sequence_length: as `TextPreprocessor`.
+        truncate: as `TextPreprocessor`.
+        pad_to_sequence_length: as `TextPreprocessor`.
         **masker_kwargs: `MaskedLMMasker` arguments (`mask_rate`,
             `max_predictions`, `whole_word`, `seed`, ...).
     """

@@ -259,7 +259,8 @@ def pretraining_dataset(
         batch_size: rows per batch.
         max_predictions: target slots per row; by default
             `ceil(sequence_length * mask_rate)` (20 for 128 at 0.15).
-        mask_rate, whole_word: `MaskedLMMasker` arguments.
+        mask_rate: a `MaskedLMMasker` argument.
+        whole_word: a `MaskedLMMasker` argument.
         short_sequence_probability: for sentence pairs (see
             `make_sentence_pairs`).
         segment_ids: whether `x` holds `segment_ids` (leave it out for models

@@ -335,8 +335,9 @@ def decode_answers(windows, start_logits, end_logits, *, n_best_size=20, max_ans
 
     Args:
         windows: the `QuestionAnsweringWindows` the logits were computed on.
-        start_logits, end_logits: `(num_windows, sequence_length)` arrays or
-            tensors of any backend.
+        start_logits: `(num_windows, sequence_length)` array or tensor of
+            any backend, the answer's start.
+        end_logits: the same for the answer's end.
     """
     if not isinstance(windows, QuestionAnsweringWindows):
         raise TypeError(f"windows must be a QuestionAnsweringWindows; got {type(windows).__name__}.")

@@ -386,13 +386,14 @@ def finetune(
             exist or be empty.
         validation_file: scored after every epoch, to keep the best epoch
             and stop early; without it there is no `best/`, only `final/`.
-        text_columns, label_column: classification: the text column (or a
-            list of two for pairs) and the label's column, header names or
-            (with `header=False`) integer indices; by default GLUE's column
-            names found in the header (`sentence`, `sentence1`/`sentence2`,
-            `#1 String`/`#2 String`, `question1`/`question2`,
-            `question`/`sentence`; `label`, `gold_label`, `Quality`,
-            `is_duplicate`, `score`).
+        text_columns: classification: the text column (or a list of two for
+            pairs), header names or (with `header=False`) integer indices;
+            by default GLUE's column names found in the header (`sentence`,
+            `sentence1`/`sentence2`, `#1 String`/`#2 String`,
+            `question1`/`question2`, `question`/`sentence`).
+        label_column: classification: the label's column, as
+            `text_columns`; by default GLUE's (`label`, `gold_label`,
+            `Quality`, `is_duplicate`, `score`).
         labels: classification: the class names as written in the file
             (class ids index them; default: the training file's, sorted);
             ner: every tag (default: the training file's, "O" first).
@@ -402,16 +403,24 @@ def finetune(
         crf: ner: a CRF output layer (valid IOB2 sequences only).
         sequence_length: tokens per example (per window for squad); default
             the encoder's `max_sequence_length`, at most 512 (384 for squad).
-        doc_stride, max_question_length: squad: context tokens shared by
-            consecutive windows and the question's token budget; default
-            transformers' 128 and 64 at 384 tokens, scaled down for shorter
-            windows (a third and a quarter of `sequence_length`).
+        doc_stride: squad: context tokens shared by consecutive windows;
+            default transformers' 128 at 384 tokens, scaled down for
+            shorter windows (a third of `sequence_length`).
+        max_question_length: squad: the question's token budget; default
+            transformers' 64 at 384 tokens, scaled down for shorter windows
+            (a quarter of `sequence_length`).
         max_answer_length: squad: the longest answer in tokens.
-        batch_size, epochs: of the training.
-        learning_rate, head_learning_rate_multiplier, layer_decay,
-            weight_decay, warmup_fraction, accumulation_steps: the recipe
-            of `FineTuningTask.compile` (None: its defaults, 5e-5, 100.0,
-            1.0, 0.01, 0.1), scheduled over all `epochs`.
+        batch_size: the training's batch size.
+        epochs: the training's passes over `train_file`.
+        learning_rate: the peak learning rate of the fine-tuning recipe
+            (`FineTuningTask.compile`), scheduled over all `epochs`; None:
+            the recipe's default, 5e-5.
+        head_learning_rate_multiplier: the recipe's; None: its default,
+            100.0.
+        layer_decay: the recipe's; None: its default, 1.0.
+        weight_decay: the recipe's; None: its default, 0.01.
+        warmup_fraction: the recipe's; None: its default, 0.1.
+        accumulation_steps: the recipe's micro-batches per optimizer update.
         precision: "float32", "mixed_bfloat16" or "mixed_float16".
         jit_compile: True, False or "auto" (XLA on JAX, and on TensorFlow
             with a GPU or TPU; eager on torch and on TensorFlow on CPU).
@@ -431,12 +440,13 @@ def finetune(
             has impossible questions, else None (always a span).
         from_scratch: random initial weights (a baseline) instead of the
             preset's.
-        lora_rank, lora_alpha, lora_targets: tune low-rank adapters of this
-            rank instead of the whole encoder (`Task.enable_lora`; alpha
-            defaults to the rank, targets to all four: "qkv",
-            "attention_output", "intermediate", "output"). The run's presets
-            then hold the adapters and the head, and name `preset` as their
-            base (`save_to_preset(adapters_only=True)`).
+        lora_rank: tune low-rank adapters of this rank instead of the whole
+            encoder (`Task.enable_lora`). The run's presets then hold the
+            adapters and the head, and name `preset` as their base
+            (`save_to_preset(adapters_only=True)`).
+        lora_alpha: the adapters' alpha; default the rank.
+        lora_targets: the layers given adapters; default all four: "qkv",
+            "attention_output", "intermediate", "output".
         seed: the seed of the head's initial weights, shuffling and dropout.
         callbacks: extra Keras callbacks for `fit`; they run before each
             epoch's validation.

@@ -280,15 +280,23 @@ def pretrain(
         vocabulary_size: train a new vocabulary of that size (of the
             preset's tokenizer type) on `train_files`; `None` uses the
             preset's vocabulary.
-        sequence_length, batch_size: the shape of every batch.
+        sequence_length: the length of every row of a batch.
+        batch_size: the rows of every batch.
         steps: training steps (batches) in all; with `accumulation_steps=k`
             the optimizer updates `steps / k` times.
-        num_layers, hidden_dim, num_heads, intermediate_dim: shrink (or
-            change) the preset's architecture; needs `from_scratch`.
-        optimizer, learning_rate, warmup_steps, weight_decay, clipnorm,
-            accumulation_steps: see `kerasbert.optimizers.pretraining_optimizer`
-            (linear warmup, then linear decay to 0 at the last update;
-            `warmup_steps` counts updates, default 10% of them).
+        num_layers: shrink (or change) the preset's architecture, as the
+            next three do; needs `from_scratch`.
+        hidden_dim: as `num_layers`.
+        num_heads: as `num_layers`.
+        intermediate_dim: as `num_layers`.
+        optimizer: see `kerasbert.optimizers.pretraining_optimizer`, as for
+            the next five (linear warmup, then linear decay to 0 at the last
+            update).
+        learning_rate: the peak learning rate.
+        warmup_steps: updates of linear warmup; default 10% of the updates.
+        weight_decay: as `pretraining_optimizer`.
+        clipnorm: as `pretraining_optimizer`.
+        accumulation_steps: as `pretraining_optimizer`.
         precision: "float32", "mixed_bfloat16" or "mixed_float16" (with
             dynamic loss scaling).
         jit_compile: True, False or "auto": XLA on TensorFlow and JAX,

@@ -160,7 +160,9 @@ class Distiller(keras.Model):
         teacher: a fine-tuned (or pretrained) task.
         student: a task of the same class and vocabulary (`student_task`).
         temperature: the softmax temperature of the soft targets.
-        soft_weight, hard_weight, hidden_weight: the loss weights.
+        soft_weight: the weight of the loss on the soft targets.
+        hard_weight: the weight of the loss on the labels.
+        hidden_weight: the weight of the loss on the hidden states.
 
     Examples:
     >>> import numpy as np, kerasbert

@@ -205,7 +205,8 @@ class ElectraPretrainer(Task):
             discriminator's (see `electra_generator`); `None` builds one of
             the paper's size.
         discriminator: a `kerasbert.Encoder`.
-        generator_weight, discriminator_weight: the loss weights.
+        generator_weight: the weight of the generator's loss.
+        discriminator_weight: the weight of the discriminator's loss.
         temperature: the sampling temperature.
         seed: seed of the sampling.
         embedding_sharing: "shared" or "gradient_disentangled" (above).

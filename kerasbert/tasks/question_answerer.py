@@ -80,9 +80,10 @@ class QuestionAnswerer(FineTuningTask):
         null_score_threshold: SQuAD v2.0: answer "" when the no-answer
             score beats the best span's by more than this; None (SQuAD
             v1.1): always a span.
-        hidden_dim, activation, head_norm: a dense layer before the output
-            layer, its activation and a LayerNorm after it, as
+        hidden_dim: the width of a dense layer before the output layer, as
             `TokenClassifier`'s (ModernBERT's head: its presets' default).
+        activation: that dense layer's activation.
+        head_norm: a LayerNorm after that dense layer.
     """
 
     # Its heads' weights in Hugging Face checkpoints: `...ForQuestionAnswering`

@@ -110,8 +110,11 @@ class BytePairTokenizer(Tokenizer):
     Args:
         vocabulary: a dict {token: id} (ids 0..n-1) or a `vocab.json` path.
         merges: a list of "a b" merges, best first, or a `merges.txt` path.
-        unknown_token, cls_token, sep_token, pad_token, mask_token: special
-            tokens, which must be in the vocabulary.
+        unknown_token: a special token, which must be in the vocabulary.
+        cls_token: a special token, which must be in the vocabulary.
+        sep_token: a special token, which must be in the vocabulary.
+        pad_token: a special token, which must be in the vocabulary.
+        mask_token: a special token, which must be in the vocabulary.
         add_prefix_space: add a space before text that does not start with
             one, so that the first word is tokenized like the others.
         trim_offsets: leave spaces out of the offsets of tokens.

@@ -87,8 +87,11 @@ class SentencePieceTokenizer(Tokenizer):
             layout: spaces collapsed, then every space made a "▁" that starts
             a piece, so leading and trailing spaces leave "▁" tokens.
         split_on_metaspace: a "▁" inside a word starts a new piece.
-        unknown_token, cls_token, sep_token, pad_token, mask_token: special
-            tokens, which must be in the vocabulary.
+        unknown_token: a special token, which must be in the vocabulary.
+        cls_token: a special token, which must be in the vocabulary.
+        sep_token: a special token, which must be in the vocabulary.
+        pad_token: a special token, which must be in the vocabulary.
+        mask_token: a special token, which must be in the vocabulary.
         lstrip_tokens: special tokens that swallow the whitespace on their
             left when written in the text.
         special_tokens_in_text: special and added tokens written in the

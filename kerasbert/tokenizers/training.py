@@ -57,8 +57,10 @@ def train_wordpiece(
         files: a path, a glob pattern, or a list of them: plain-text files.
         vocabulary_size: the number of tokens, special tokens included.
         output_dir: where `vocab.txt` and `tokenizer_config.json` go.
-        lowercase, strip_accents, tokenize_chinese_chars: BERT's
-            normalisation flags (uncased: lowercase and strip accents).
+        lowercase: BERT's normalisation flag (uncased: lowercase and strip
+            accents).
+        strip_accents: BERT's normalisation flag.
+        tokenize_chinese_chars: BERT's normalisation flag.
         min_frequency: pieces seen fewer times are not merged.
         limit_alphabet: the most distinct initial characters kept.
 
@@ -121,8 +123,8 @@ def train_sentencepiece(
         vocabulary_size: the number of pieces, special tokens included.
         output_dir: where `spiece.model`, `tokenizer.json` and
             `tokenizer_config.json` go.
-        lowercase, strip_accents: ALBERT's `do_lower_case` and
-            `not keep_accents`.
+        lowercase: ALBERT's `do_lower_case`.
+        strip_accents: ALBERT's `not keep_accents`.
         character_coverage: the share of characters the pieces must cover;
             rarer characters become `<unk>`.
         max_sentences: lines sampled for training (sentencepiece's
@@ -202,8 +204,8 @@ def train_bpe(
         output_dir: where `vocab.json`, `merges.txt` and
             `tokenizer_config.json` go.
         min_frequency: pairs seen fewer times are not merged.
-        add_prefix_space, trim_offsets: the tokenizer's flags (see
-            `BytePairTokenizer`).
+        add_prefix_space: the tokenizer's flag (see `BytePairTokenizer`).
+        trim_offsets: the tokenizer's flag (see `BytePairTokenizer`).
 
     Returns:
         A `kerasbert.tokenizers.BytePairTokenizer` reading the new files.

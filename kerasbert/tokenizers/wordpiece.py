@@ -42,8 +42,11 @@ class WordPieceTokenizer(Tokenizer):
             follows `lowercase`, as BERT does.
         clean_text: drop control characters, map whitespace to spaces.
         tokenize_chinese_chars: split CJK ideographs into single tokens.
-        unknown_token, cls_token, sep_token, pad_token, mask_token: special
-            tokens, which must be in the vocabulary.
+        unknown_token: a special token, which must be in the vocabulary.
+        cls_token: a special token, which must be in the vocabulary.
+        sep_token: a special token, which must be in the vocabulary.
+        pad_token: a special token, which must be in the vocabulary.
+        mask_token: a special token, which must be in the vocabulary.
         suffix_indicator: the prefix of word-continuing pieces ("##").
         max_word_length: longer words become `unknown_token`.
         special_tokens_in_text: special tokens written in the text (e.g.
