@@ -130,6 +130,29 @@ def serve(format, directory, count, calls):
     return result
 
 
+RUNTIMES = {"saved_model": ("SavedModel", "tensorflow"), "onnx": ("ONNX", "onnxruntime"),
+            "litert": ("LiteRT", "litert")}
+
+
+def result_rows(medians):
+    """A row per format from its medians over rounds: its runtime as the
+    `backend`, its largest differences from `predict`, its latencies and
+    their ratios to the SavedModel's."""
+    rows = []
+    for format, values in medians.items():
+        name, runtime = RUNTIMES[format]
+        row = {"format": name, "backend": runtime, **{k: values[k] for k in
+                                                       ("max_difference", "max_difference_plain_text", "plain_texts")}}
+        for batch in (1, 32):
+            row[f"batch{batch}_ms"] = values[f"{format}_batch{batch}_ms"]
+            row[f"batch{batch}_vs_saved_model"] = row[f"batch{batch}_ms"] / medians["saved_model"][
+                f"saved_model_batch{batch}_ms"]
+            if f"{format}_tokenizer_batch{batch}_ms" in values:
+                row[f"tokenizer_batch{batch}_ms"] = values[f"{format}_tokenizer_batch{batch}_ms"]
+        rows.append(row)
+    return rows
+
+
 def worker(args):
     # Imports of these fail: each runtime alone (tensorflow-text, which the SavedModel needs, imports Keras).
     blocked = ("kerasbert",) + (("keras", "tensorflow", "tensorflow_text") if args.format != "saved_model" else ())
@@ -167,8 +190,9 @@ def main():
                 sys.exit(f"{format} failed:\n{done.stderr[-3000:]}")
             runs[format].append(json.loads(lines[-1][len("RESULT "):]))
             print(f"round {round_} {format}: {lines[-1][len('RESULT '):]}", flush=True)
-    results = {format: {key: statistics.median(run[key] for run in rows) for key in rows[0]}
+    medians = {format: {key: statistics.median(run[key] for run in rows) for key in rows[0]}
                for format, rows in runs.items()}
+    results = result_rows(medians)
     print(json.dumps(results, indent=2))
     if args.json:
         with open(args.json, "w") as f:
