@@ -22,7 +22,7 @@ from kerasbert.convert.keras_hub import (
     to_keras_hub_layout,
 )
 from kerasbert.convert.writer import _encoder_tensors, _head_tensors_of
-from kerasbert.layers.quantization import quantized_modes
+from kerasbert.layers.quantization import check_float
 
 # The kerasbert tokenizer each family's KerasHub tokenizer is built from:
 # (class name, SentencePiece layout or None).
@@ -82,10 +82,7 @@ def to_keras_hub(model, directory, model_type=None, tokenizer=None, approximate_
     from kerasbert.encoder import Encoder
     from kerasbert.utils.io import check_path
 
-    quantized = quantized_modes(model)
-    if quantized:
-        raise ValueError(f"this {type(model).__name__} is quantized ({sorted(set(quantized.values()))}); a KerasHub "
-                         "preset is written from float weights: convert the model before quantize().")
+    check_float(model, "a KerasHub preset", "convert the model before quantize()")
     directory = check_path("directory", directory)
     kind = "backbone" if isinstance(model, Encoder) else {
         "sequence_classification": "classifier", "masked_lm": "masked_lm"}.get(task_head(model))

@@ -19,7 +19,7 @@ from kerasbert.convert.heads import (
     warn_if_activation_differs,
 )
 from kerasbert.convert.weights import weight_links
-from kerasbert.layers.quantization import quantized_modes
+from kerasbert.layers.quantization import check_float
 from kerasbert.utils.io import write_json, write_safetensors
 
 
@@ -114,10 +114,7 @@ def to_huggingface(model, directory, model_type=None, generator_directory=None):
     from kerasbert.encoder import Encoder
     from kerasbert.utils.io import check_path
 
-    quantized = quantized_modes(model)
-    if quantized:
-        raise ValueError(f"this {type(model).__name__} is quantized ({sorted(set(quantized.values()))}); a Hugging "
-                         "Face checkpoint holds float weights: convert the model before quantize().")
+    check_float(model, "a Hugging Face checkpoint", "convert the model before quantize()")
     directory = check_path("directory", directory)
     if task_head(model) == "electra_pretraining":
         _write_electra_pretrainer(model, directory, model_type, generator_directory)

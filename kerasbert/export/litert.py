@@ -37,8 +37,7 @@ def check_litert(task, options):
         if getattr(tokenizer, name) not in accepted:
             raise ValueError(f"format='litert' needs a WordPiece tokenizer with {name} in {accepted} "
                              f"(FastBertTokenizer has no other); this one has {name}={getattr(tokenizer, name)!r}.")
-    if quantization.quantized_modes(task):
-        raise ValueError(f"this {kind} is quantized; LiteRT export needs float weights: export before quantize.")
+    quantization.check_float(task, "a LiteRT export", "export before quantize, or use format='saved_model'")
 
 
 def litert_serving_function(task):

@@ -21,12 +21,7 @@ def check_onnx(task, options):
     if options:
         raise TypeError(f"format='onnx' takes no serving options (the graph takes token ids); got "
                         f"{sorted(options)}. Serving options are for format='saved_model'.")
-    modes = quantization.quantized_modes(task)
-    if modes:
-        raise ValueError(
-            f"this {type(task).__name__} is quantized ({', '.join(sorted(set(modes.values())))}); ONNX export needs "
-            "float weights: export before quantize, or use format='saved_model'."
-        )
+    quantization.check_float(task, "an ONNX export", "export before quantize, or use format='saved_model'")
 
 
 def write_onnx(task, path, options=None):

@@ -115,6 +115,15 @@ def quantized_modes(model, skip=None):
             if layer.quantization_mode is not None and id(layer) not in skipped}
 
 
+def check_float(model, written, remedy):
+    """Refuses a quantized `model` where float weights are `written` (a
+    ValueError naming its modes, what holds float weights and `remedy`)."""
+    modes = quantized_modes(model)
+    if modes:
+        raise ValueError(f"this {type(model).__name__} is quantized ({sorted(set(modes.values()))}); {written} holds "
+                         f"float weights: {remedy}.")
+
+
 def requantize(model, modes, source="modes"):
     """Quantizes the layers of the built `model` that `modes` (`{layer path:
     mode_name}`, from `quantized_modes`) names, each in its mode, as
