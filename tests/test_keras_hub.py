@@ -161,10 +161,42 @@ def albert_directory(tmp_path_factory):
     return str(directory)
 
 
-def tokenizer_cases(albert_directory):
+# The special pieces of the SentencePiece layouts of XLM-RoBERTa (fairseq's
+# ids beside them) and DeBERTa-v3, as their models hold them.
+SENTENCEPIECE_LAYOUTS = {
+    "xlm_roberta": ("sentencepiece.bpe", dict(unk_id=0, bos_id=1, eos_id=2, pad_id=-1)),
+    "deberta_v3": ("spm", dict(pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]",
+                               eos_piece="[SEP]", unk_piece="[UNK]")),
+}
+
+
+@pytest.fixture(scope="module")
+def layout_directories(tmp_path_factory):
+    """{layout: a directory holding its SentencePiece model, trained here on
+    real reviews}."""
+    corpus = tmp_path_factory.mktemp("layout_corpus") / "reviews.txt"
+    corpus.write_text("\n".join(text for text, _ in rotten_tomatoes()), encoding="utf-8")
+    directories = {}
+    for layout, (name, pieces) in SENTENCEPIECE_LAYOUTS.items():
+        directories[layout] = tmp_path_factory.mktemp(layout)
+        train_sentencepiece_model(corpus, directories[layout], sentences=4000, name=name, pieces=pieces,
+                                  vocabulary_size=800)
+    return {layout: str(directory) for layout, directory in directories.items()}
+
+
+def tokenizer_cases(albert_directory, layouts=None):
     import transformers
 
     minilm = minilm_directory()
+    if layouts is not None:  # the SentencePiece layouts of XLM-RoBERTa and DeBERTa-v3
+        return {
+            "xlm_roberta": (models.XLMRobertaBackbone, models.XLMRobertaTokenizer(
+                proto=os.path.join(layouts["xlm_roberta"], "sentencepiece.bpe.model")),
+                reference_tokenizer(transformers.XLMRobertaTokenizerFast, layouts["xlm_roberta"]), None),
+            "deberta_v3": (models.DebertaV3Backbone, models.DebertaV3Tokenizer(
+                proto=os.path.join(layouts["deberta_v3"], "spm.model")),
+                reference_tokenizer(transformers.DebertaV2TokenizerFast, layouts["deberta_v3"]), None),
+        }
     return {
         "wordpiece": (models.BertBackbone, models.BertTokenizer(vocabulary=os.path.join(minilm, "vocab.txt"),
                                                                 lowercase=True),
@@ -180,15 +212,16 @@ def tokenizer_cases(albert_directory):
 
 
 @tensorflow_pass_only
-@pytest.mark.parametrize("kind", ["wordpiece", "byte_pair", "sentencepiece"])
-def test_keras_hub_tokenizers_load_as_kerasbert_tokenizers(kind, texts, albert_directory, tmp_path):
+@pytest.mark.parametrize("kind", ["wordpiece", "byte_pair", "sentencepiece", "xlm_roberta", "deberta_v3"])
+def test_keras_hub_tokenizers_load_as_kerasbert_tokenizers(kind, texts, albert_directory, tmp_path, request):
     """kerasbert's tokenizer from a KerasHub preset gives KerasHub's ids
     wherever KerasHub's agree with transformers' (KerasHub keeps the accents
     uncased BERT strips, and does not lowercase or fold ALBERT's input as
     transformers' ALBERT does: kerasbert follows transformers there)."""
-    cls, hub_tokenizer, hf, _ = tokenizer_cases(albert_directory)[kind]
+    layouts = request.getfixturevalue("layout_directories") if kind in SENTENCEPIECE_LAYOUTS else None
+    cls, hub_tokenizer, hf, _ = tokenizer_cases(albert_directory, layouts)[kind]
     size = hub_tokenizer.vocabulary_size()
-    extra = {"embedding_dim": 4} if cls is models.AlbertBackbone else {}
+    extra = {models.AlbertBackbone: {"embedding_dim": 4}, models.DebertaV3Backbone: {"bucket_size": 4}}.get(cls, {})
     backbone = cls(vocabulary_size=size, num_layers=1, num_heads=1, hidden_dim=4, intermediate_dim=4,
                    max_sequence_length=8, **extra)
     backbone.save_to_preset(str(tmp_path))
