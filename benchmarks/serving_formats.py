@@ -62,6 +62,22 @@ def export(directory, count):
         model.export(os.path.join(directory, format), format=format)
 
 
+def litert_text_ops():
+    """The registerers of tensorflow-text's LiteRT kernels that a LiteRT
+    export needs, loaded from tensorflow-text's registrar library (which
+    needs TensorFlow's framework library, not its Python package, nor Keras)."""
+    import ctypes
+    import importlib.util
+
+    site = next(d for d in sys.path if os.path.exists(os.path.join(d, "tensorflow_text")))
+    ctypes.CDLL(os.path.join(site, "tensorflow", "libtensorflow_framework.so.2"), mode=ctypes.RTLD_GLOBAL)
+    spec = importlib.util.spec_from_file_location(
+        "tflite_registrar", os.path.join(site, "tensorflow_text", "core", "pybinds", "tflite_registrar.so"))
+    registrar = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(registrar)
+    return [registrar.AddFastBertNormalize, registrar.AddFastWordpieceTokenize, registrar.AddRaggedTensorToTensor]
+
+
 def runtime(format, path):
     """{name: callable on a list of texts -> logits} of `format`'s export,
     in this process."""
@@ -88,21 +104,10 @@ def runtime(format, path):
             return {k: v.astype(np.int32) for k, v in feed.items() if k in names}
 
         return {"onnx": lambda texts: session.run(["logits"], tokenize(texts))[0], "onnx_tokenizer": tokenize}
-    import ctypes
-    import importlib.util
-
     from ai_edge_litert.interpreter import InterpreterWithCustomOps
 
-    site = next(d for d in sys.path if os.path.exists(os.path.join(d, "tensorflow_text")))
-    ctypes.CDLL(os.path.join(site, "tensorflow", "libtensorflow_framework.so.2"), mode=ctypes.RTLD_GLOBAL)
-    spec = importlib.util.spec_from_file_location(
-        "tflite_registrar", os.path.join(site, "tensorflow_text", "core", "pybinds", "tflite_registrar.so"))
-    registrar = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(registrar)
-    interpreter = InterpreterWithCustomOps(
-        model_path=os.path.join(path, "model.tflite"), num_threads=os.cpu_count(),
-        custom_op_registerers=[registrar.AddFastBertNormalize, registrar.AddFastWordpieceTokenize,
-                               registrar.AddRaggedTensorToTensor])
+    interpreter = InterpreterWithCustomOps(model_path=os.path.join(path, "model.tflite"), num_threads=os.cpu_count(),
+                                           custom_op_registerers=litert_text_ops())
     runner = interpreter.get_signature_runner("serving_default")
     return {"litert": lambda texts: runner(text=np.array(texts, dtype=object))["logits"]}
 

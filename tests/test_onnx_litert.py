@@ -23,6 +23,7 @@ from kerasbert import cli
 from kerasbert.preprocessing import QuestionAnsweringPreprocessor, TextPreprocessor, TokenClassificationPreprocessor
 
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 
 # Runs each request's model.onnx in onnxruntime, on the arrays given or, for
 # texts, on the ids of transformers' tokenizer loaded from the export.
@@ -57,21 +58,16 @@ json.dump(described, open(out + ".json", "w"))
 """
 
 # Runs model.tflite in LiteRT's interpreter with tensorflow-text's kernels,
-# loaded from tensorflow-text's registrar library (which needs TensorFlow's
-# framework library, not its Python package).
+# loaded as benchmarks/serving_formats.py loads them (`litert_text_ops`).
 SERVE_LITERT = """
-import ctypes, importlib.util, json, os, sys
+import json, sys
 for name in ("kerasbert", "keras", "tensorflow", "tensorflow_text"):
     sys.modules[name] = None
 import numpy as np
 from ai_edge_litert.interpreter import InterpreterWithCustomOps
-site = next(d for d in sys.path if os.path.exists(os.path.join(d, "tensorflow_text")))
-ctypes.CDLL(os.path.join(site, "tensorflow", "libtensorflow_framework.so.2"), mode=ctypes.RTLD_GLOBAL)
-spec = importlib.util.spec_from_file_location(
-    "tflite_registrar", os.path.join(site, "tensorflow_text", "core", "pybinds", "tflite_registrar.so"))
-registrar = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(registrar)
-text_ops = [registrar.AddFastBertNormalize, registrar.AddFastWordpieceTokenize, registrar.AddRaggedTensorToTensor]
+sys.path.insert(0, %r)
+from serving_formats import litert_text_ops
+text_ops = litert_text_ops()
 requests, out = json.loads(sys.argv[1]), sys.argv[2]
 outputs = {}
 for name, (path, texts) in requests.items():
@@ -80,7 +76,7 @@ for name, (path, texts) in requests.items():
     for key, value in served.items():
         outputs[name + "/" + key] = value.astype("S") if value.dtype == object else value
 np.savez(out + ".npz", **outputs)
-"""
+""" % BENCHMARKS
 
 
 def serve(script, requests, directory, arrays=None):
