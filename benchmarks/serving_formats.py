@@ -15,9 +15,7 @@
    TensorFlow); LiteRT by `ai_edge_litert`'s interpreter with
    tensorflow-text's kernels loaded from their library (no TensorFlow
    Python). It scores every snippet once (batches of 32): the largest
-   difference of its logits from `predict`'s (LiteRT: also over the
-   snippets whose text NFKC and case folding leave alone, where its
-   tokenizer's ids are kerasbert's; docs/export.md), then times single
+   difference of its logits from `predict`'s, then times single
    snippets (`--calls` of them; the latency of batch 1) and batches of 32
    (`--calls` / 8 of them), ONNX with and without its tokenizer.
 3. `--rounds` rounds of the three serving processes, in alternating order;
@@ -114,8 +112,6 @@ def runtime(format, path):
 
 def serve(format, directory, count, calls):
     """Step 2, in this process."""
-    import unicodedata
-
     import numpy as np
     from common import latency
 
@@ -124,10 +120,7 @@ def serve(format, directory, count, calls):
     main = functions[format]
     logits = np.concatenate([main(texts[i:i + BATCH]) for i in range(0, len(texts), BATCH)])
     difference = np.abs(logits - np.load(os.path.join(directory, "predicted.npy"))).max(-1)
-    plain = np.array([not any(unicodedata.normalize("NFKC", c) != unicodedata.normalize("NFC", c)
-                              or c.casefold() != c.lower() for c in text) for text in texts])
-    result = {"max_difference": float(difference.max()), "max_difference_plain_text": float(difference[plain].max()),
-              "plain_texts": int(plain.sum())}
+    result = {"max_difference": float(difference.max())}
     batches = [texts[i:i + BATCH] for i in range(0, len(texts) - BATCH + 1, BATCH)]
     for name, function in functions.items():
         result[name + "_batch1_ms"] = latency(lambda text: function([text]), texts, calls, warmup=10)[0]
@@ -146,8 +139,7 @@ def result_rows(medians):
     rows = []
     for format, values in medians.items():
         name, runtime = RUNTIMES[format]
-        row = {"format": name, "backend": runtime, **{k: values[k] for k in
-                                                       ("max_difference", "max_difference_plain_text", "plain_texts")}}
+        row = {"format": name, "backend": runtime, "max_difference": values["max_difference"]}
         for batch in (1, 32):
             row[f"batch{batch}_ms"] = values[f"{format}_batch{batch}_ms"]
             row[f"batch{batch}_vs_saved_model"] = row[f"batch{batch}_ms"] / medians["saved_model"][

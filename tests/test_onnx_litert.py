@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import unicodedata
 
 import keras
 import numpy as np
@@ -112,13 +111,6 @@ def features(preprocessor, x):
     return {k: np.asarray(v) for k, v in preprocessor(x).items()} if not isinstance(x, dict) else x
 
 
-def has_compatibility_character(text):
-    """Whether NFKC or case folding changes a character of `text` (where
-    tensorflow-text's FastBertNormalizer and BERT's normalisation part)."""
-    return any(unicodedata.normalize("NFKC", c) != unicodedata.normalize("NFC", c) or c.casefold() != c.lower()
-               for c in text)
-
-
 @tensorflow_pass_only
 def test_onnx_serves_every_task_like_predict(minilm_tokenizer, tmp_path):
     """Every task kind as ONNX, served by onnxruntime on the preprocessor's
@@ -174,9 +166,8 @@ def test_onnx_serves_every_task_like_predict(minilm_tokenizer, tmp_path):
 @tensorflow_pass_only
 def test_litert_serves_raw_text_like_predict(minilm_tokenizer, tmp_path):
     """A WordPiece classifier with its tokenizer in the LiteRT graph, on 1,000
-    real snippets: `predict`'s logits, probabilities and labels to 1e-4
-    wherever FastBertTokenizer's ids are kerasbert's, which is every snippet
-    whose text NFKC and case folding leave alone (all 12,808 checked)."""
+    real snippets: `predict`'s logits, probabilities and labels to 1e-4. The
+    graph's tokenizer gives kerasbert's ids on all 12,808 snippets."""
     import tensorflow as tf
 
     from kerasbert.export.litert import litert_serving_function
@@ -191,23 +182,59 @@ def test_litert_serves_raw_text_like_predict(minilm_tokenizer, tmp_path):
     outputs, _ = serve(SERVE_LITERT, {"classifier": (str(tmp_path / "classifier"), texts)}, str(tmp_path))
     served = outputs["classifier"]
 
-    # The graph's tokenizer against kerasbert's, on the whole corpus.
     serve_graph = litert_serving_function(model).get_concrete_function().graph
-    fast = [op for op in serve_graph.get_operations() if op.type == "FastWordpieceTokenizeWithOffsets"]
-    assert fast  # tensorflow-text's kernel, which LiteRT runs
-    tokenizer = tf_text_fast_bert(minilm_tokenizer)
-    differ = [a != b for a, b in zip(tokenizer.tokenize(tf.constant(everything)).to_list(),
-                                     minilm_tokenizer(everything).to_list())]
-    assert differ == [has_compatibility_character(t) for t in everything]
-    same = [i for i, text in enumerate(texts) if not differ[i]]
-    assert len(same) > 990
+    kernels = {op.type for op in serve_graph.get_operations()}
+    assert {"FastBertNormalize", "FastWordpieceTokenizeWithOffsets"} <= kernels  # tensorflow-text's, which LiteRT runs
+    assert tf_text_fast_bert(minilm_tokenizer).tokenize(tf.constant(everything)).to_list() == \
+        minilm_tokenizer(everything).to_list()
 
     expected = model.predict(texts, verbose=0)
-    np.testing.assert_allclose(served["logits"][same], expected[same], atol=1e-4)
-    np.testing.assert_allclose(served["probabilities"][same],
-                               keras.ops.convert_to_numpy(keras.ops.softmax(expected[same])), atol=1e-4)
-    np.testing.assert_array_equal(served["label"][same], expected[same].argmax(-1))
+    np.testing.assert_allclose(served["logits"], expected, atol=1e-4)
+    np.testing.assert_allclose(served["probabilities"], keras.ops.convert_to_numpy(keras.ops.softmax(expected)),
+                               atol=1e-4)
+    np.testing.assert_array_equal(served["label"], expected.argmax(-1))
     assert [n.decode() for n in served["label_name"]] == [["rotten", "fresh"][i] for i in served["label"]]
+
+
+@tensorflow_pass_only
+@pytest.mark.parametrize("flags", [{}, {"lowercase": False, "strip_accents": True, "clean_text": False}],
+                         ids=["uncased", "cased-stripped-unclean"])
+def test_litert_tokenizer_on_every_code_point(minilm_tokenizer, flags):
+    """The LiteRT graph's tokenizer (FastBertTokenizer with kerasbert's
+    normaliser model) against kerasbert's, on every code point inside
+    words and on ill-formed UTF-8: the ids differ exactly where
+    tensorflow-text's own pre-tokenizer isolates a character that BERT's
+    rules leave inside a word (punctuation and CJK ideographs of newer
+    Unicode than transformers' tables), and nowhere else."""
+    import random
+
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    from kerasbert.tokenizers import unicode
+
+    tokenizer = kerasbert.tokenizers.WordPieceTokenizer(minilm_tokenizer.vocabulary, **flags)
+    rules = unicode.BertCharacterRules(tokenizer.lowercase, tokenizer.strip_accents, tokenizer.clean_text)
+    points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    texts = [f"the{chr(c)}end x{chr(c)} \u00c9t\u00e9" for c in points]
+    fast = tf_text_fast_bert(tokenizer).tokenize(tf.constant(texts)).to_list()
+    ours = [ids for start in range(0, len(texts), 100_000) for ids in tokenizer(texts[start:start + 100_000]).to_list()]
+    differ = {c for c, a, b in zip(points, fast, ours) if a != b}
+
+    # tensorflow-text's pre-tokenizer alone: does it split "a?a" (one [UNK] if not) around the character?
+    plain = tf_text.FastWordpieceTokenizer(["[UNK]", "a"], no_pretokenization=False, token_out_type=tf.int32)
+    split = plain.tokenize(tf.constant([f"a{chr(c)}a" for c in points])).row_lengths().numpy() > 1
+    kept_in_words = {c for c, s in zip(points, split)
+                     if s and rules.normalize_char(c) == chr(c) and rules.split_class(c) == unicode.WORD}
+    assert differ == kept_in_words
+    assert len(differ) < 500
+
+    rng = random.Random(0)
+    pieces = [b"a", b" ", b".", b"\xff", b"\x80", b"\xc3", b"\xc3\xa9", b"\xe2\x80", b"\xe2\x80\xa6", b"\xf0\x9f\x98",
+              b"\xf0\x9f\x98\x80", b"\xed\xa0\x80", b"\xc0\x80", b"\xf4\x90\x80\x80", b"\xe0\x80\x80", b"\x00"]
+    broken = [b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 10))) for _ in range(5000)]
+    assert tf_text_fast_bert(tokenizer).tokenize(tf.constant(broken)).to_list() == \
+        tokenizer(tf.constant(broken)).to_list()
 
 
 def tf_text_fast_bert(tokenizer):
@@ -215,10 +242,12 @@ def tf_text_fast_bert(tokenizer):
     import tensorflow as tf
     import tensorflow_text as tf_text
 
+    from kerasbert.export.bert_normalizer import normalizer_model
+
     return tf_text.FastBertTokenizer(
         vocab=tokenizer.vocabulary, suffix_indicator=tokenizer.suffix_indicator, unknown_token=tokenizer.unknown_token,
         max_bytes_per_word=tokenizer.max_word_length, token_out_type=tf.int32,
-        lower_case_nfd_strip_accents=tokenizer.lowercase)
+        fast_bert_normalizer_model_buffer=normalizer_model(tokenizer))
 
 
 @torch_pass_only
@@ -237,8 +266,7 @@ def test_exports_from_another_backend_serve_like_predict(minilm_tokenizer, tmp_p
     onnx, _ = serve(SERVE_ONNX, {"onnx": str(tmp_path / "onnx")}, str(tmp_path), {"onnx/texts": np.array(texts)})
     np.testing.assert_allclose(onnx["onnx"]["logits"], expected, atol=1e-4)
     litert, _ = serve(SERVE_LITERT, {"litert": (str(tmp_path / "litert"), texts)}, str(tmp_path))
-    same = [i for i, text in enumerate(texts) if not has_compatibility_character(text)]
-    np.testing.assert_allclose(litert["litert"]["logits"][same], expected[same], atol=1e-4)
+    np.testing.assert_allclose(litert["litert"]["logits"], expected, atol=1e-4)
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".kerasbert-")]
 
 
@@ -263,10 +291,10 @@ def test_onnx_and_litert_export_errors(minilm_tokenizer, tmp_path):
         kerasbert.TextEmbedder(tiny_encoder(), preprocessor=preprocessor).export(tmp_path / "a", format="litert")
     with pytest.raises(ValueError, match="no preprocessor"):
         kerasbert.TextClassifier(tiny_encoder(), num_classes=2).export(tmp_path / "a", format="litert")
-    cased = kerasbert.tokenizers.WordPieceTokenizer(minilm_tokenizer.vocabulary, clean_text=False)
-    with pytest.raises(ValueError, match=r"clean_text in \(True,\) .* clean_text=False"):
+    unsplit = kerasbert.tokenizers.WordPieceTokenizer(minilm_tokenizer.vocabulary, tokenize_chinese_chars=False)
+    with pytest.raises(ValueError, match="tokenize_chinese_chars=True .* has tokenize_chinese_chars=False"):
         kerasbert.TextClassifier(tiny_encoder(), num_classes=2, preprocessor=TextPreprocessor(
-            cased, sequence_length=16)).export(tmp_path / "a", format="litert")
+            unsplit, sequence_length=16)).export(tmp_path / "a", format="litert")
     pieces = kerasbert.tokenizers.BytePairTokenizer({"<s>": 0, "</s>": 1, "<pad>": 2, "<unk>": 3, "<mask>": 4, "a": 5},
                                                     [])
     with pytest.raises(ValueError, match="needs a WordPiece tokenizer .* has a BytePairTokenizer"):

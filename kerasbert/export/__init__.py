@@ -19,7 +19,8 @@ writes a directory:
 - `"litert"`: `model.tflite` for a WordPiece `TextClassifier`: strings in,
   the SavedModel's outputs out, tokenized in the graph by tensorflow-text's
   `FastBertTokenizer`, whose LiteRT kernels tensorflow-text's registrar
-  provides (see `kerasbert.export.litert`).
+  provides, with a normaliser table built from kerasbert's rules (see
+  `kerasbert.export.litert` and `kerasbert.export.bert_normalizer`).
 
 Whichever backend trained the task, TensorFlow builds the graph: from JAX or
 torch the task is written as a preset (weights, tokenizer, arguments) and

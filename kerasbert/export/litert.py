@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from kerasbert.export.bert_normalizer import normalizer_model
 from kerasbert.export.saved_model import SIGNATURE, check_preprocessor
 from kerasbert.layers import quantization
 from kerasbert.utils.optional import tf, tf_text
@@ -32,11 +33,9 @@ def check_litert(task, options):
         raise ValueError(f"format='litert' needs a WordPiece tokenizer (LiteRT has kernels for tensorflow-text's "
                          f"FastBertTokenizer); this {kind} has a {type(tokenizer).__name__}. Export it with "
                          "format='saved_model' or format='onnx'.")
-    for name, accepted in [("clean_text", (True,)), ("tokenize_chinese_chars", (True,)),
-                           ("strip_accents", (None, tokenizer.lowercase))]:
-        if getattr(tokenizer, name) not in accepted:
-            raise ValueError(f"format='litert' needs a WordPiece tokenizer with {name} in {accepted} "
-                             f"(FastBertTokenizer has no other); this one has {name}={getattr(tokenizer, name)!r}.")
+    if not tokenizer.tokenize_chinese_chars:
+        raise ValueError("format='litert' needs a WordPiece tokenizer with tokenize_chinese_chars=True "
+                         "(FastBertTokenizer always splits CJK ideographs); this one has tokenize_chinese_chars=False.")
     quantization.check_float(task, "a LiteRT export", "export before quantize, or use format='saved_model'")
 
 
@@ -47,20 +46,20 @@ def litert_serving_function(task):
     preprocessor's `sequence_length`.
 
     The pieces are tensorflow-text's `FastBertTokenizer`'s on the task's
-    vocabulary: kerasbert's WordPiece graph uses string ops that LiteRT has
-    no kernels for. Its ids are kerasbert's except where the text holds a
-    character that Unicode compatibility mapping or case folding changes
-    ("…", full-width letters, ligatures, "ß"): its normalizer applies NFKC
-    case folding where BERT lowercases and decomposes (docs/export.md lists
-    the rest). Every row is padded to `sequence_length`: LiteRT's strided
-    slice cannot add the axes the encoder adds to a tensor whose sequence
-    axis is unknown."""
+    vocabulary, with a normaliser model built from kerasbert's own rules
+    (`bert_normalizer`): kerasbert's WordPiece graph uses string ops that
+    LiteRT has no kernels for. Its ids are kerasbert's on every code point
+    but the few that tensorflow-text's newer Unicode data calls punctuation
+    or CJK and BERT's does not (docs/export.md lists them with the rest).
+    Every row is padded to `sequence_length`: LiteRT's strided slice cannot
+    add the axes the encoder adds to a tensor whose sequence axis is
+    unknown."""
     tokenizer, length = task.preprocessor.tokenizer, task.preprocessor.sequence_length
     special = tokenizer.special_token_ids
     fast = tf_text.FastBertTokenizer(
         vocab=tokenizer.vocabulary, suffix_indicator=tokenizer.suffix_indicator, unknown_token=tokenizer.unknown_token,
         max_bytes_per_word=tokenizer.max_word_length, token_out_type=tf.int32,
-        lower_case_nfd_strip_accents=tokenizer.lowercase,
+        fast_bert_normalizer_model_buffer=normalizer_model(tokenizer),
     )
     names = tuple(task.input)
 
