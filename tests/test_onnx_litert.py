@@ -38,8 +38,9 @@ with np.load(out + "_inputs.npz") as arrays:
         session = onnxruntime.InferenceSession(path + "/model.onnx", providers=["CPUExecutionProvider"])
         if name + "/texts" in arrays.files:
             from transformers import AutoTokenizer
-            encoded = AutoTokenizer.from_pretrained(path)([str(t) for t in arrays[name + "/texts"]], padding=True,
-                                                         truncation=True, return_tensors="np")
+            texts = [[str(t) for t in arrays[key]] for key in (name + "/texts", name + "/second")
+                     if key in arrays.files]
+            encoded = AutoTokenizer.from_pretrained(path)(*texts, padding=True, truncation=True, return_tensors="np")
             feed = {"token_ids": encoded["input_ids"], "padding_mask": encoded["attention_mask"],
                     "segment_ids": encoded["token_type_ids"]}
             for key, value in feed.items():
@@ -50,8 +51,8 @@ with np.load(out + "_inputs.npz") as arrays:
         results = session.run(None, {key: feed[key].astype(np.int32) for key in wanted})
         for output, value in zip(session.get_outputs(), results):
             outputs[name + "/" + output.name] = value
-        described[name] = {"inputs": {i.name: [i.type, len(i.shape)] for i in session.get_inputs()},
-                           "outputs": sorted(o.name for o in session.get_outputs())}
+        described[name] = {"inputs": {i.name: [i.type, i.shape] for i in session.get_inputs()},
+                           "outputs": {o.name: o.shape for o in session.get_outputs()}}
 np.savez(out + ".npz", **outputs)
 json.dump(described, open(out + ".json", "w"))
 """
@@ -139,25 +140,35 @@ def test_onnx_serves_every_task_like_predict(minilm_tokenizer, tmp_path):
     masked = dict(features(short, texts[:8]), mask_positions=np.array([[1, 3, 5]] * 8, "int32"))
     inputs["filler"] = {k: masked[k] for k in models["filler"].input}
     inputs["pretrainer"] = inputs["filler"]
-    arrays = {"classifier/texts": np.array(texts)}
+    # The classifier again on pairs, tokenized by transformers' tokenizer from the export.
+    arrays = {"classifier/texts": np.array(texts), "pairs/texts": np.array(texts[:200]),
+              "pairs/second": np.array(texts[200:400])}
     arrays.update({f"{name}/{key}": value for name, x in inputs.items() for key, value in x.items()
                    if key in models[name].input})
     for name, model in models.items():
         model.export(tmp_path / name, format="onnx")
-    outputs, described = serve(SERVE_ONNX, {name: str(tmp_path / name) for name in models}, str(tmp_path), arrays)
+    requests = {name: str(tmp_path / name) for name in models}
+    outputs, described = serve(SERVE_ONNX, dict(requests, pairs=requests["classifier"]), str(tmp_path), arrays)
 
-    expected = features(short, texts)
-    for key in ("token_ids", "padding_mask", "segment_ids"):  # transformers' tokenizer, truncating where kerasbert does
-        np.testing.assert_array_equal(outputs["classifier"]["tokenized_" + key], expected[key])
-    inputs["classifier"] = expected
+    for name, x in [("classifier", texts), ("pairs", (texts[:200], texts[200:400]))]:
+        expected = features(short, x)
+        for key in ("token_ids", "padding_mask", "segment_ids"):  # transformers' tokenizer, truncating as kerasbert
+            np.testing.assert_array_equal(outputs[name]["tokenized_" + key], expected[key], err_msg=f"{name}/{key}")
+        np.testing.assert_allclose(outputs[name]["logits"], models["classifier"].predict(expected, verbose=0),
+                                   atol=1e-4, err_msg=name)
+    inputs["classifier"] = features(short, texts)
     assert sorted(os.listdir(tmp_path / "classifier")) == ["model.onnx", "tokenizer_config.json", "vocab.txt"]
     assert "vocab.txt" not in os.listdir(tmp_path / "pretrainer")  # no preprocessor: the model alone
     for name, model in models.items():
         inputs[name] = {k: inputs[name][k] for k in model.input}
         predicted = model.predict(inputs[name], verbose=0)
         predicted = predicted if isinstance(predicted, dict) else {model.output_names[0]: predicted}
-        assert described[name] == {"inputs": {k: ["tensor(int32)", len(model.input[k].shape)] for k in model.input},
-                                   "outputs": sorted(predicted)}, name
+        axes = {k: ["batch", "masks" if k == "mask_positions" else "sequence"] for k in model.input}
+        assert described[name]["inputs"] == {k: ["tensor(int32)", axes[k]] for k in model.input}, name
+        second = "masks" if "mask_positions" in model.input else "sequence"
+        symbolic = model.output if isinstance(model.output, dict) else {model.output_names[0]: model.output}
+        assert described[name]["outputs"] == {
+            k: ["batch", *[second if a is None else a for a in symbolic[k].shape[1:]]] for k in predicted}, name
         for key, value in predicted.items():
             np.testing.assert_allclose(outputs[name][key], value, atol=1e-4, err_msg=f"{name}/{key}")
     assert outputs["classifier"]["logits"].shape == (1000, 2)
@@ -252,9 +263,10 @@ def tf_text_fast_bert(tokenizer):
 
 @torch_pass_only
 def test_exports_from_another_backend_serve_like_predict(minilm_tokenizer, tmp_path):
-    """A classifier trained on this backend, exported to ONNX and LiteRT
-    through the TensorFlow subprocess: its weights, served, give `predict`'s
-    logits."""
+    """A classifier of this backend, exported to ONNX and LiteRT through the
+    TensorFlow subprocess: its weights, served, give `predict`'s logits. The
+    same weights under mixed_bfloat16 are exported in float32: their ONNX
+    gives the float32 logits."""
     keras.utils.set_random_seed(1)
     texts = snippets(200)
     preprocessor = TextPreprocessor(minilm_tokenizer, sequence_length=32)
@@ -262,9 +274,14 @@ def test_exports_from_another_backend_serve_like_predict(minilm_tokenizer, tmp_p
     model.save_to_preset(tmp_path / "task")
     assert cli.main(["export", str(tmp_path / "task"), str(tmp_path / "onnx"), "--format", "onnx"]) == 0
     model.export(tmp_path / "litert", format="litert")
+    mixed = kerasbert.TextClassifier.from_preset(tmp_path / "task", dtype="mixed_bfloat16")
+    assert mixed.dtype_policy.name == "mixed_bfloat16"
+    mixed.export(tmp_path / "mixed", format="onnx")
     expected = model.predict(texts, verbose=0)
-    onnx, _ = serve(SERVE_ONNX, {"onnx": str(tmp_path / "onnx")}, str(tmp_path), {"onnx/texts": np.array(texts)})
+    onnx, _ = serve(SERVE_ONNX, {"onnx": str(tmp_path / "onnx"), "mixed": str(tmp_path / "mixed")}, str(tmp_path),
+                    {"onnx/texts": np.array(texts), "mixed/texts": np.array(texts)})
     np.testing.assert_allclose(onnx["onnx"]["logits"], expected, atol=1e-4)
+    np.testing.assert_allclose(onnx["mixed"]["logits"], expected, atol=1e-4)
     litert, _ = serve(SERVE_LITERT, {"litert": (str(tmp_path / "litert"), texts)}, str(tmp_path))
     np.testing.assert_allclose(litert["litert"]["logits"], expected, atol=1e-4)
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".kerasbert-")]
@@ -305,7 +322,10 @@ def test_onnx_and_litert_export_errors(minilm_tokenizer, tmp_path):
         with pytest.raises(ValueError, match="quantized.*export before quantize"):
             classifier.export(tmp_path / "a", format=format)
     assert os.listdir(tmp_path) == []
-    if keras.backend.backend() == "tensorflow":  # from JAX or torch the refusal comes through the subprocess
-        with pytest.raises(TypeError, match="ElectraPretrainer cannot be exported to ONNX: its outputs are sampled"):
-            kerasbert.ElectraPretrainer(tiny_encoder(), tiny_encoder()).export(tmp_path / "a", format="onnx")
-        assert os.listdir(tmp_path) == []
+    pretrainer = kerasbert.ElectraPretrainer(tiny_encoder(), tiny_encoder())
+    for format in ("saved_model", "onnx", "litert"):
+        with pytest.raises(TypeError, match="ElectraPretrainer cannot be exported: its outputs are sampled"):
+            pretrainer.export(tmp_path / "a", format=format)
+    with pytest.raises(TypeError, match=r"pretrainer.discriminator.save_to_preset\(dir\)"):
+        pretrainer.save_to_preset(tmp_path / "a")
+    assert os.listdir(tmp_path) == []

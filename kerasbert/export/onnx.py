@@ -31,12 +31,6 @@ def write_onnx(task, path, options=None):
     model = keras.Model(task.input, outputs, name=task.name)  # the task's layers, its outputs by name
     specs = {name: keras.InputSpec(shape=(None,) * len(x.shape), dtype=x.dtype, name=name)
              for name, x in task.input.items()}
-    traced = tf.function(lambda features: model(features, training=False)).get_concrete_function(
-        {name: tf.TensorSpec(spec.shape, spec.dtype, name=name) for name, spec in specs.items()})
-    sampled = sorted({op.type for op in traced.graph.get_operations() if "Random" in op.type})
-    if sampled:  # ElectraPretrainer: its generator's replacements
-        raise TypeError(f"{type(task).__name__} cannot be exported to ONNX: its outputs are sampled at random "
-                        f"({', '.join(sampled)}), so no fixed graph reproduces them.")
     _add_tf2onnx_handlers()
     logger, level = tf.get_logger(), tf.get_logger().level
     with warnings.catch_warnings():
@@ -49,6 +43,7 @@ def write_onnx(task, path, options=None):
                                verbose=False)
         finally:
             logger.setLevel(level)
+    _name_axes(os.path.join(path, ONNX_FILE), "mask_positions" in task.input)
     preprocessor = getattr(task, "preprocessor", None)
     if preprocessor is not None:
         preprocessor.tokenizer.save_to_preset(path)
@@ -56,6 +51,25 @@ def write_onnx(task, path, options=None):
         config = read_json(config_file, "tokenizer config") if os.path.exists(config_file) else {}
         # transformers' truncation=True then cuts where the preprocessor does.
         write_json(config_file, {**config, "model_max_length": preprocessor.sequence_length})
+
+
+def _name_axes(file, masked):
+    """Names the graph's dynamic axes as the model's: inputs `(batch,
+    sequence)` (`mask_positions`: `(batch, masks)`), and each output's
+    first two `(batch, sequence)` or, for a masked LM's, `(batch, masks)`,
+    where tf2onnx names them `unk__N`."""
+    import onnx
+
+    model = onnx.load(file)
+    second = "masks" if masked else "sequence"
+    named = [(value, ("batch", "masks" if value.name == "mask_positions" else "sequence"))
+             for value in model.graph.input]
+    named += [(value, ("batch", second)) for value in model.graph.output]
+    for value, names in named:
+        for axis, name in zip(value.type.tensor_type.shape.dim, names):
+            if axis.HasField("dim_param"):
+                axis.dim_param = name
+    onnx.save(model, file)
 
 
 @functools.cache

@@ -395,6 +395,19 @@ class ElectraPretrainer(Task):
             "the pretrained discriminator (TextClassifier, ...) for inference."
         )
 
+    def export(self, filepath, overwrite=False, format="saved_model", **options):
+        raise TypeError(
+            "ElectraPretrainer cannot be exported: its outputs are sampled at random (the generator's "
+            "replacements), so no fixed graph reproduces them. Save pretrainer.discriminator with save_to_preset "
+            "and export the task built on it (TextClassifier, ...)."
+        )
+
+    def save_to_preset(self, preset_dir, adapters_only=False, base=None):
+        raise TypeError(
+            "ElectraPretrainer is saved as its pretrained encoder: pretrainer.discriminator.save_to_preset(dir), "
+            "which every task's from_preset loads."
+        )
+
     def compile(self, optimizer="auto", **kwargs):
         """`compile` with AdamW by default; the loss is built in (see the
         class docstring), so `loss` and `metrics` are not accepted."""
