@@ -32,10 +32,11 @@ def document_attention_mask(padding_mask):
     >>> ops.convert_to_numpy(mask).astype(int)[0, 0].tolist()
     [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 1, 0]]
     """
-    query = padding_mask[:, :, None]  # (batch, seq, 1)
-    key = padding_mask[:, None, :]  # (batch, 1, seq)
+    # expand_dims, not [:, None]: LiteRT has no kernel for a strided slice that adds an axis to a dynamic shape.
+    query = ops.expand_dims(padding_mask, 2)  # (batch, seq, 1)
+    key = ops.expand_dims(padding_mask, 1)  # (batch, 1, seq)
     allowed = ops.not_equal(key, 0) & (ops.equal(query, key) | ops.equal(query, 0))
-    return allowed[:, None, :, :]  # (batch, 1, seq, seq): one mask for all heads
+    return ops.expand_dims(allowed, 1)  # (batch, 1, seq, seq): one mask for all heads
 
 
 def _embed(layers, inputs, token_vectors=None):

@@ -51,9 +51,7 @@ def litert_serving_function(task):
     LiteRT has no kernels for. Its ids are kerasbert's on every code point
     but the few that tensorflow-text's newer Unicode data calls punctuation
     or CJK and BERT's does not (docs/export.md lists them with the rest).
-    Every row is padded to `sequence_length`: LiteRT's strided slice cannot
-    add the axes the encoder adds to a tensor whose sequence axis is
-    unknown."""
+    A batch is padded to its longest row, as in the SavedModel."""
     tokenizer, length = task.preprocessor.tokenizer, task.preprocessor.sequence_length
     special = tokenizer.special_token_ids
     fast = tf_text.FastBertTokenizer(
@@ -68,9 +66,10 @@ def litert_serving_function(task):
         pieces = fast.tokenize(text)  # (batch, None) ragged
         body = pieces.to_tensor(special["pad"], shape=[None, length - 2])  # (batch, length - 2), cut
         used = tf.expand_dims(tf.minimum(tf.cast(pieces.row_lengths(), tf.int32), length - 2), 1)  # (batch, 1)
+        width = tf.reduce_max(tf.concat([used[:, 0], [0]], 0)) + 2  # the longest row, [CLS] and [SEP] included
         first = tf.fill([tf.shape(body)[0], 1], special["cls"])  # (batch, 1)
-        tokens = tf.concat([first, body, first], 1)  # (batch, length)
-        position = tf.expand_dims(tf.range(length), 0)  # (1, length)
+        tokens = tf.concat([first, body, first], 1)[:, :width]  # (batch, width)
+        position = tf.expand_dims(tf.range(width), 0)  # (1, width)
         real = position < used + 2
         tokens = tf.where(position == used + 1, special["sep"], tf.where(real, tokens, special["pad"]))
         features = {"token_ids": tokens, "segment_ids": tf.zeros_like(tokens), "padding_mask": tf.cast(real, tf.int32)}

@@ -15,7 +15,7 @@ from kerasbert.utils.hardware import xla_on_cpu
 def gather_rows(x, positions):
     """`x (batch, seq, width)` at `positions (batch, n)`, any integer
     dtype: `(batch, n, width)`."""
-    return ops.take_along_axis(x, ops.cast(positions, "int32")[:, :, None], axis=1)
+    return ops.take_along_axis(x, ops.expand_dims(ops.cast(positions, "int32"), 2), axis=1)
 
 
 def disentangled_bias(query, key, position_queries, position_keys, index):
@@ -172,7 +172,8 @@ class SelfAttention(keras.layers.Layer):
             if attention_mask is not None and attention_mask.shape[2] != 1:
                 # (batch, 1, seq, seq) -> the chosen query rows (batch, 1, queries, seq)
                 positions = ops.cast(query_positions, "int32")
-                attention_mask = ops.take_along_axis(attention_mask, positions[:, None, :, None], axis=2)
+                chosen = ops.expand_dims(ops.expand_dims(positions, 1), 3)  # (batch, 1, queries, 1)
+                attention_mask = ops.take_along_axis(attention_mask, chosen, axis=2)
         # Each shape read once: on TensorFlow a read of a dynamic dimension
         # is two graph ops, traced per call (docs/performance_history.md).
         batch, seq = ops.shape(inputs)[:2]
