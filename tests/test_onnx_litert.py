@@ -263,14 +263,15 @@ def tf_text_fast_bert(tokenizer):
 
 @torch_pass_only
 def test_exports_from_another_backend_serve_like_predict(minilm_tokenizer, tmp_path):
-    """A classifier of this backend, exported to ONNX and LiteRT through the
+    """A classifier of this backend (mean pooling; the tensorflow pass's
+    LiteRT test pools [CLS]), exported to ONNX and LiteRT through the
     TensorFlow subprocess: its weights, served, give `predict`'s logits. The
     same weights under mixed_bfloat16 are exported in float32: their ONNX
     gives the float32 logits."""
     keras.utils.set_random_seed(1)
     texts = snippets(200)
     preprocessor = TextPreprocessor(minilm_tokenizer, sequence_length=32)
-    model = kerasbert.TextClassifier(tiny_encoder(), num_classes=3, preprocessor=preprocessor)
+    model = kerasbert.TextClassifier(tiny_encoder(), num_classes=3, pooling="mean", preprocessor=preprocessor)
     model.save_to_preset(tmp_path / "task")
     assert cli.main(["export", str(tmp_path / "task"), str(tmp_path / "onnx"), "--format", "onnx"]) == 0
     model.export(tmp_path / "litert", format="litert")

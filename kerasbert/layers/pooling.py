@@ -46,7 +46,7 @@ class Pooling(keras.layers.Layer):
         elif self.pooling == "cls":
             pooled = x[:, 0, :]  # (batch, hidden)
         else:
-            mask = ops.cast(ops.greater(padding_mask, 0), "float32")[:, :, None]  # (batch, seq, 1)
+            mask = ops.expand_dims(ops.cast(ops.greater(padding_mask, 0), "float32"), 2)  # (batch, seq, 1)
             total = ops.sum(x * mask, axis=1)  # (batch, hidden)
             pooled = total / ops.maximum(ops.sum(mask, axis=1), 1e-9)
         if self.normalize:
