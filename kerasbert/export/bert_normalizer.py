@@ -115,8 +115,8 @@ def double_array(keys, values):
     carries `b` as its label; a node with a value has it at
     `p ^ offset(p)`, in a unit whose top bit is set. Nodes whose subtrees
     are equal share one `p ^ offset(p)` (darts-clone's suffix sharing: the
-    private-use planes, millions of keys with one value, take a few hundred
-    units), and no other node uses it, so a unit whose label matches can
+    private-use areas, 137k keys with one value, take a few hundred units),
+    and no other node uses it, so a unit whose label matches can
     only be the child looked for."""
     root = {}
     for key, value in zip(keys, values):
@@ -130,7 +130,7 @@ def double_array(keys, values):
         signature = (node.get(None), tuple((b, shape(node[b])) for b in sorted(b for b in node if b is not None)))
         return shapes.setdefault(signature, len(shapes))
 
-    units = taken = based = np.zeros(0, bool)
+    units, taken, based = np.zeros(0, np.uint32), np.zeros(0, bool), np.zeros(0, bool)
     bases = {}  # shape number -> where its children sit
     queue, low = [(root, 0)], 0
     while queue:
@@ -142,8 +142,7 @@ def double_array(keys, values):
             while True:  # the first base, from the first free block on, whose slots are all free
                 if low + 1024 > len(units):
                     grown = 2 * len(units) + 4096
-                    units = np.pad(units.astype(np.uint32), (0, grown - len(units)))
-                    taken, based = (np.pad(a, (0, grown - len(a))) for a in (taken, based))
+                    units, taken, based = (np.pad(a, (0, grown - len(a))) for a in (units, taken, based))
                     taken[0] = True  # the root
                 candidates = np.arange(low, low + 512)
                 fits = ~based[candidates]
