@@ -181,7 +181,7 @@ def test_litert_serves_raw_text_like_predict(minilm_tokenizer, tmp_path):
     graph's tokenizer gives kerasbert's ids on all 12,808 snippets."""
     import tensorflow as tf
 
-    from kerasbert.export.litert import litert_serving_function
+    from kerasbert.export.litert import fast_bert_tokenizer, litert_serving_function
 
     keras.utils.set_random_seed(0)
     everything = [text for text, _ in rotten_tomatoes()]
@@ -196,7 +196,7 @@ def test_litert_serves_raw_text_like_predict(minilm_tokenizer, tmp_path):
     serve_graph = litert_serving_function(model).get_concrete_function().graph
     kernels = {op.type for op in serve_graph.get_operations()}
     assert {"FastBertNormalize", "FastWordpieceTokenizeWithOffsets"} <= kernels  # tensorflow-text's, which LiteRT runs
-    assert tf_text_fast_bert(minilm_tokenizer).tokenize(tf.constant(everything)).to_list() == \
+    assert fast_bert_tokenizer(minilm_tokenizer).tokenize(tf.constant(everything)).to_list() == \
         minilm_tokenizer(everything).to_list()
 
     expected = model.predict(texts, verbose=0)
@@ -222,13 +222,14 @@ def test_litert_tokenizer_on_every_code_point(minilm_tokenizer, flags):
     import tensorflow as tf
     import tensorflow_text as tf_text
 
+    from kerasbert.export.litert import fast_bert_tokenizer
     from kerasbert.tokenizers import unicode
 
     tokenizer = kerasbert.tokenizers.WordPieceTokenizer(minilm_tokenizer.vocabulary, **flags)
     rules = unicode.BertCharacterRules(tokenizer.lowercase, tokenizer.strip_accents, tokenizer.clean_text)
     points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     texts = [f"the{chr(c)}end x{chr(c)} \u00c9t\u00e9" for c in points]
-    fast = tf_text_fast_bert(tokenizer).tokenize(tf.constant(texts)).to_list()
+    fast = fast_bert_tokenizer(tokenizer).tokenize(tf.constant(texts)).to_list()
     ours = [ids for start in range(0, len(texts), 100_000) for ids in tokenizer(texts[start:start + 100_000]).to_list()]
     differ = {c for c, a, b in zip(points, fast, ours) if a != b}
 
@@ -244,21 +245,8 @@ def test_litert_tokenizer_on_every_code_point(minilm_tokenizer, flags):
     pieces = [b"a", b" ", b".", b"\xff", b"\x80", b"\xc3", b"\xc3\xa9", b"\xe2\x80", b"\xe2\x80\xa6", b"\xf0\x9f\x98",
               b"\xf0\x9f\x98\x80", b"\xed\xa0\x80", b"\xc0\x80", b"\xf4\x90\x80\x80", b"\xe0\x80\x80", b"\x00"]
     broken = [b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 10))) for _ in range(5000)]
-    assert tf_text_fast_bert(tokenizer).tokenize(tf.constant(broken)).to_list() == \
+    assert fast_bert_tokenizer(tokenizer).tokenize(tf.constant(broken)).to_list() == \
         tokenizer(tf.constant(broken)).to_list()
-
-
-def tf_text_fast_bert(tokenizer):
-    """FastBertTokenizer as `litert_serving_function` builds it."""
-    import tensorflow as tf
-    import tensorflow_text as tf_text
-
-    from kerasbert.export.bert_normalizer import normalizer_model
-
-    return tf_text.FastBertTokenizer(
-        vocab=tokenizer.vocabulary, suffix_indicator=tokenizer.suffix_indicator, unknown_token=tokenizer.unknown_token,
-        max_bytes_per_word=tokenizer.max_word_length, token_out_type=tf.int32,
-        fast_bert_normalizer_model_buffer=normalizer_model(tokenizer))
 
 
 @torch_pass_only

@@ -30,28 +30,26 @@ from kerasbert.utils.io import read_json, write_json
 
 # The KerasHub backbones kerasbert reads and writes: the Hugging Face family
 # each is, the values KerasHub fixes in code (activation, LayerNorm
-# epsilon), its tokenizer and its tasks.
-BACKBONES = {
-    "BertBackbone": {"model_type": "bert", "activation": "gelu_approximate", "epsilon": 1e-12,
-                     "tokenizer": "BertTokenizer", "classifier": "BertTextClassifier", "masked_lm": "BertMaskedLM"},
-    "AlbertBackbone": {"model_type": "albert", "activation": "gelu_approximate", "epsilon": 1e-12,
-                       "tokenizer": "AlbertTokenizer", "classifier": "AlbertTextClassifier",
-                       "masked_lm": "AlbertMaskedLM"},
-    "RobertaBackbone": {"model_type": "roberta", "activation": "gelu", "epsilon": 1e-5,
-                        "tokenizer": "RobertaTokenizer", "classifier": "RobertaTextClassifier",
-                        "masked_lm": "RobertaMaskedLM"},
-    "XLMRobertaBackbone": {"model_type": "xlm-roberta", "activation": "gelu", "epsilon": 1e-5,
-                           "tokenizer": "XLMRobertaTokenizer", "classifier": "XLMRobertaTextClassifier",
-                           "masked_lm": "XLMRobertaMaskedLM"},
-    "ElectraBackbone": {"model_type": "electra", "activation": "gelu_approximate", "epsilon": 1e-12,
-                        "tokenizer": "ElectraTokenizer", "classifier": None, "masked_lm": None},
-    "DistilBertBackbone": {"model_type": "distilbert", "activation": "gelu", "epsilon": 1e-12,
-                           "tokenizer": "DistilBertTokenizer", "classifier": "DistilBertTextClassifier",
-                           "masked_lm": "DistilBertMaskedLM"},
-    "DebertaV3Backbone": {"model_type": "deberta-v2", "activation": "gelu", "epsilon": 1e-7,
-                          "tokenizer": "DebertaV3Tokenizer", "classifier": "DebertaV3TextClassifier",
-                          "masked_lm": "DebertaV3MaskedLM"},
-}
+# epsilon), its tokenizer and its tasks (KerasHub names them all after the
+# family: `BertBackbone`, `BertTokenizer`, `BertTextClassifier`, `BertMaskedLM`).
+
+
+def _backbone(prefix, model_type, activation, epsilon, tasks=True):
+    return f"{prefix}Backbone", {
+        "model_type": model_type, "activation": activation, "epsilon": epsilon, "tokenizer": f"{prefix}Tokenizer",
+        "classifier": f"{prefix}TextClassifier" if tasks else None, "masked_lm": f"{prefix}MaskedLM" if tasks else None,
+    }
+
+
+BACKBONES = dict(_backbone(*row) for row in [
+    ("Bert", "bert", "gelu_approximate", 1e-12),
+    ("Albert", "albert", "gelu_approximate", 1e-12),
+    ("Roberta", "roberta", "gelu", 1e-5),
+    ("XLMRoberta", "xlm-roberta", "gelu", 1e-5),
+    ("Electra", "electra", "gelu_approximate", 1e-12, False),  # KerasHub has no ELECTRA tasks
+    ("DistilBert", "distilbert", "gelu", 1e-12),
+    ("DebertaV3", "deberta-v2", "gelu", 1e-7),
+])
 
 # model_type -> KerasHub backbone class name.
 BACKBONE_OF = {entry["model_type"]: name for name, entry in BACKBONES.items()}

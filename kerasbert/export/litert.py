@@ -54,19 +54,16 @@ def litert_serving_function(task):
     A batch is padded to its longest row, as in the SavedModel."""
     tokenizer, length = task.preprocessor.tokenizer, task.preprocessor.sequence_length
     special = tokenizer.special_token_ids
-    fast = tf_text.FastBertTokenizer(
-        vocab=tokenizer.vocabulary, suffix_indicator=tokenizer.suffix_indicator, unknown_token=tokenizer.unknown_token,
-        max_bytes_per_word=tokenizer.max_word_length, token_out_type=tf.int32,
-        fast_bert_normalizer_model_buffer=normalizer_model(tokenizer),
-    )
+    fast = fast_bert_tokenizer(tokenizer)
     names = tuple(task.input)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve(text):
         pieces = fast.tokenize(text)  # (batch, None) ragged
         body = pieces.to_tensor(special["pad"], shape=[None, length - 2])  # (batch, length - 2), cut
-        used = tf.expand_dims(tf.minimum(tf.cast(pieces.row_lengths(), tf.int32), length - 2), 1)  # (batch, 1)
-        width = tf.reduce_max(tf.concat([used[:, 0], [0]], 0)) + 2  # the longest row, [CLS] and [SEP] included
+        used = tf.minimum(tf.cast(pieces.row_lengths(), tf.int32), length - 2)  # (batch,)
+        width = tf.reduce_max(tf.concat([used, [0]], 0)) + 2  # the longest row, [CLS] and [SEP] included
+        used = tf.expand_dims(used, 1)  # (batch, 1)
         first = tf.fill([tf.shape(body)[0], 1], special["cls"])  # (batch, 1)
         tokens = tf.concat([first, body, first], 1)[:, :width]  # (batch, width)
         position = tf.expand_dims(tf.range(width), 0)  # (1, width)
@@ -83,6 +80,17 @@ def litert_serving_function(task):
         return outputs
 
     return serve
+
+
+def fast_bert_tokenizer(tokenizer):
+    """tensorflow-text's `FastBertTokenizer` for a `WordPieceTokenizer`:
+    its vocabulary and word settings, and its normalisation as a
+    `bert_normalizer` model; int32 ids."""
+    return tf_text.FastBertTokenizer(
+        vocab=tokenizer.vocabulary, suffix_indicator=tokenizer.suffix_indicator, unknown_token=tokenizer.unknown_token,
+        max_bytes_per_word=tokenizer.max_word_length, token_out_type=tf.int32,
+        fast_bert_normalizer_model_buffer=normalizer_model(tokenizer),
+    )
 
 
 def write_litert(task, path, options=None):
